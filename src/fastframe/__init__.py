@@ -1,0 +1,83 @@
+"""fastframe: a fast, exact STOMP 1.2 frame codec (with 1.0 and 1.1).
+
+The compiled twin (``fastframe._codec_c``) is used when it was built, unless
+``FASTFRAME_NO_EXTENSIONS=1`` is set or the interpreter is not CPython; the
+pure-Python twin (``fastframe._codec_py``) is the reference and the fallback.
+``fastframe.IMPLEMENTATION`` says which one is active: ``"c"`` or ``"python"``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from ._constants import (
+    BODY_COMMANDS,
+    CLIENT_COMMANDS,
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_HEADER_COUNT,
+    DEFAULT_MAX_LINE_LENGTH,
+    SERVER_COMMANDS,
+    VERSIONS,
+)
+from ._errors import (
+    BodyNotAllowedError,
+    CommandError,
+    ContentLengthError,
+    DecodeError,
+    EncodeError,
+    FrameError,
+    HeaderLineError,
+    InvalidEscapeError,
+    LimitExceededError,
+    MissingNullError,
+    TruncatedError,
+)
+
+__version__ = "0.1.0"
+
+
+def _extensions_disabled() -> bool:
+    return os.environ.get("FASTFRAME_NO_EXTENSIONS", "") not in ("", "0") or sys.implementation.name != "cpython"
+
+
+if TYPE_CHECKING:
+    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+elif _extensions_disabled():
+    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+else:
+    try:
+        from ._codec_c import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+    except ImportError:  # not built (a source checkout, or a pure-Python install)
+        from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+
+__all__ = [
+    "IMPLEMENTATION",
+    "Frame",
+    "Heartbeat",
+    "Decoder",
+    "Encoder",
+    "decode",
+    "encode",
+    "FrameError",
+    "DecodeError",
+    "InvalidEscapeError",
+    "HeaderLineError",
+    "ContentLengthError",
+    "MissingNullError",
+    "LimitExceededError",
+    "CommandError",
+    "BodyNotAllowedError",
+    "TruncatedError",
+    "EncodeError",
+    "VERSIONS",
+    "CLIENT_COMMANDS",
+    "SERVER_COMMANDS",
+    "BODY_COMMANDS",
+    "DEFAULT_MAX_HEADER_COUNT",
+    "DEFAULT_MAX_LINE_LENGTH",
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_FRAME_SIZE",
+]

@@ -1,0 +1,671 @@
+"""The pure-Python twin: the reference implementation of the codec.
+
+Clear first, but not slow: every scan is a ``bytearray.find`` over the
+buffer, never a Python loop per byte. A complete, ordinary frame head is
+parsed in one go (``_head_fast``); anything unusual, and every head that
+arrives in pieces, goes through the line-by-line path (``_head_line``), which
+is the definition of what is an error and where. The compiled twin
+(``_codec_c.pyx``) implements exactly the same rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Mapping
+from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+
+from ._constants import (
+    BODY_COMMANDS,
+    COMMANDS_BY_VERSION,
+    ESCAPE,
+    UNESCAPE,
+    UNESCAPED_COMMANDS,
+)
+from ._diagnose import (
+    BODY_NOT_ALLOWED,
+    BODY_TOO_LARGE,
+    FRAME_TOO_LARGE,
+    LINE_TOO_LONG,
+    MISSING_NULL,
+    TOO_MANY_HEADERS,
+    TRUNCATED,
+    command_problem,
+    header_problem,
+)
+from ._errors import (
+    BodyNotAllowedError,
+    EncodeError,
+    FrameError,
+    LimitExceededError,
+    MissingNullError,
+    TruncatedError,
+    make_decode_error,
+)
+from ._options import decoder_options, encoder_options
+
+__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
+
+IMPLEMENTATION = "python"
+
+Header = Tuple[str, str]
+HeadersLike = Union[Mapping, Iterable[Tuple[str, str]]]
+BytesLike = Union[bytes, bytearray, memoryview]
+
+
+# --------------------------------------------------------------------------- frame
+
+
+def _normalize_headers(headers: Any) -> Tuple[Header, ...]:
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    out = []
+    for item in items:
+        try:
+            name, value = item
+        except (TypeError, ValueError):
+            raise TypeError(f"each header must be a (name, value) pair, not {item!r}") from None
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"header names and values must be str, not {name!r}: {value!r}")
+        out.append((name, value))
+    return tuple(out)
+
+
+def _body_bytes(body: Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, (bytearray, memoryview)):
+        return bytes(body)
+    raise TypeError(f"body must be bytes, bytearray or memoryview, not {type(body).__name__}")
+
+
+def _body_repr(body: bytes) -> str:
+    if len(body) <= 64:
+        return repr(body)
+    return f"<{len(body)} bytes: {body[:48]!r}...>"
+
+
+class Frame:
+    """One STOMP frame: ``command``, ``headers`` and ``body``.
+
+    ``headers`` is a tuple of ``(name, value)`` pairs in wire order with
+    repeats kept; :meth:`get` returns the first entry of a name, as the
+    specification requires. Frames are immutable and hashable, and compare
+    equal when command, headers and body are equal (whichever twin made them).
+    ``offset`` is the stream offset of the frame's first byte for decoded
+    frames, ``None`` for frames built by hand; it takes no part in equality.
+    """
+
+    __slots__ = ("_command", "_headers", "_body", "_offset")
+    __fastframe_frame__ = True
+
+    def __init__(self, command: str, headers: HeadersLike = (), body: BytesLike = b"") -> None:
+        if not isinstance(command, str):
+            raise TypeError(f"command must be str, not {type(command).__name__}")
+        self._command = command
+        self._headers = _normalize_headers(headers)
+        self._body = _body_bytes(body)
+        self._offset: Optional[int] = None
+
+    @property
+    def command(self) -> str:
+        """The command, e.g. ``"MESSAGE"``."""
+        return self._command
+
+    @property
+    def headers(self) -> Tuple[Header, ...]:
+        """Every header as ``(name, value)``, in wire order, repeats kept, unescaped."""
+        return self._headers
+
+    @property
+    def body(self) -> bytes:
+        """The body octets."""
+        return self._body
+
+    @property
+    def offset(self) -> Optional[int]:
+        """Stream offset of the first byte of a decoded frame; ``None`` otherwise."""
+        return self._offset
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """The value of the first header called ``name``, else ``default``."""
+        for key, value in self._headers:
+            if key == name:
+                return value
+        return default
+
+    def get_all(self, name: str) -> List[str]:
+        """Every value of the headers called ``name``, in wire order."""
+        return [value for key, value in self._headers if key == name]
+
+    def header_map(self) -> Dict[str, str]:
+        """The headers as a dict in which the first entry of each name wins."""
+        return dict(reversed(self._headers))
+
+    def encode(self, version: str = "1.2", **options: Any) -> bytes:
+        """Encode this frame; the options are those of :func:`encode`."""
+        return encode(self, version=version, **options)
+
+    def __eq__(self, other: object) -> bool:
+        if not getattr(other, "__fastframe_frame__", False):
+            return NotImplemented
+        return (
+            self._command == other.command  # type: ignore[attr-defined]
+            and self._headers == other.headers  # type: ignore[attr-defined]
+            and self._body == other.body  # type: ignore[attr-defined]
+        )
+
+    def __ne__(self, other: object) -> bool:
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self) -> int:
+        return hash((self._command, self._headers, self._body))
+
+    def __repr__(self) -> str:
+        return f"Frame({self._command!r}, {self._headers!r}, {_body_repr(self._body)})"
+
+    def __reduce__(self) -> Any:
+        return (Frame, (self._command, self._headers, self._body))
+
+
+def _make_frame(command: str, headers: Tuple[Header, ...], body: bytes, offset: int) -> Frame:
+    frame = object.__new__(Frame)
+    frame._command = command
+    frame._headers = headers
+    frame._body = body
+    frame._offset = offset
+    return frame
+
+
+class Heartbeat:
+    """A heart-beat: an EOL between frames (``eol`` is ``b"\\n"`` or ``b"\\r\\n"``).
+
+    Returned by ``feed()`` only when the decoder was made with
+    ``heartbeat_events=True``; ``Decoder.heartbeats`` counts them always.
+    """
+
+    __slots__ = ("offset", "eol")
+
+    def __init__(self, offset: int, eol: bytes) -> None:
+        self.offset = offset
+        self.eol = eol
+
+    def __eq__(self, other: object) -> bool:
+        if not getattr(other, "__fastframe_heartbeat__", False):
+            return NotImplemented
+        return self.offset == other.offset and self.eol == other.eol  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((self.offset, self.eol))
+
+    def __repr__(self) -> str:
+        return f"Heartbeat(offset={self.offset}, eol={self.eol!r})"
+
+    __fastframe_heartbeat__ = True
+
+
+# --------------------------------------------------------------------------- escapes
+
+_ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.S)
+
+
+class _UndefinedEscape(Exception):
+    pass
+
+
+def _make_unescaper(escapes: str, keep_undefined: bool) -> Any:
+    """A str -> str unescaper for one escape set.
+
+    Undefined sequences raise ``_UndefinedEscape`` (callers find the offset
+    on the bytes) or, with ``keep_undefined``, stay as they are.
+    """
+    table = UNESCAPE[escapes]
+    if not table:
+        return None  # STOMP 1.0: a backslash is an ordinary character
+
+    def replace(match: "re.Match[str]") -> str:
+        char = table.get(match.group(1))
+        if char is None:
+            if keep_undefined:
+                return match.group(0)
+            raise _UndefinedEscape
+        return char
+
+    substitute = _ESCAPE_SEQUENCE.sub
+
+    def unescape(text: str) -> str:
+        return substitute(replace, text) if "\\" in text else text
+
+    return unescape
+
+
+# --------------------------------------------------------------------------- decoder
+
+_BETWEEN, _HEAD, _BODY = 0, 1, 2
+_CR = 13
+_LF = 10
+#: The one-go head parser looks this far for the blank line; longer heads
+#: take the line-by-line path (this bounds the work spent on a failed try).
+_FAST_HEAD_WINDOW = 8192
+
+
+class Decoder:
+    """Incremental, sans-I/O STOMP frame decoder.
+
+    ``feed(data)`` takes bytes-like data split anywhere and returns the frames
+    (and, with ``heartbeat_events=True``, :class:`Heartbeat` events) completed
+    by it. ``close()`` reports a stream that ended inside a frame. On
+    malformed input ``feed()`` raises a :class:`DecodeError` subclass whose
+    ``frames`` attribute holds what the same call completed before the bad
+    byte; the decoder then refuses input until :meth:`reset`.
+
+    See the README for every option and its default.
+    """
+
+    def __init__(self, version: str = "1.2", **options: Any) -> None:
+        opts = decoder_options(version, **options)
+        self.options = opts
+        self.version = opts.version
+        self._strict = opts.strict
+        self._commands = COMMANDS_BY_VERSION[opts.version]
+        self._unescape = _make_unescaper(opts.escapes, opts.keep_undefined_escapes)
+        letters = "".join(UNESCAPE[opts.escapes]).encode()
+        # letters checked after a backslash, or None when nothing is checked
+        self._escape_letters = letters if letters and not opts.keep_undefined_escapes else None
+        self._colon_ok = opts.allow_colon_in_value
+        self._bare_cr_ok = opts.allow_bare_cr
+        self._missing_colon_ok = opts.allow_missing_colon
+        self._max_count = opts.max_header_count
+        self._max_line = opts.max_line_length
+        self._max_body = opts.max_body_size
+        self._max_frame = opts.max_frame_size
+        self._events = opts.heartbeat_events
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything: buffered bytes, counters, a pending error."""
+        self._buf = bytearray()
+        self._base = 0  # stream offset of _buf[0]
+        self._pos = 0  # first byte not yet consumed (index into _buf)
+        self._phase = _BETWEEN
+        self._error: Optional[FrameError] = None
+        self.heartbeats = 0
+        self._start_frame(0)
+
+    def _start_frame(self, index: int) -> None:
+        self._fs = index  # frame start
+        self._ls = index  # current head line start
+        self._scan = index  # where the LF search of the current line resumes
+        self._command: Optional[str] = None
+        self._escaped = True  # False for CONNECT, STOMP, CONNECTED
+        self._headers: List[Header] = []
+        self._cl = -1  # content-length, -1 when absent
+        self._bs = -1  # body start
+        self._bscan = -1  # where the NUL search of the body resumes
+
+    @property
+    def bytes_fed(self) -> int:
+        """Total number of bytes fed since creation or the last reset."""
+        return self._base + len(self._buf)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes held for an incomplete frame."""
+        return len(self._buf) - self._pos
+
+    def feed(self, data: BytesLike) -> List[Any]:
+        """Add bytes; return the frames (and heart-beat events) completed so far."""
+        if self._error is not None:
+            raise self._repeat_error()
+        out: List[Any] = []
+        if not len(data):
+            return out
+        self._buf += data
+        try:
+            self._run(out)
+        except FrameError as error:
+            error.frames = out  # type: ignore[attr-defined]
+            self._error = error
+            raise
+        finally:
+            self._compact()
+        return out
+
+    def close(self) -> None:
+        """Declare the end of the stream; raise TruncatedError inside a frame."""
+        if self._error is not None:
+            raise self._repeat_error()
+        end = len(self._buf)
+        if self._pos < end:
+            what = "a frame" if self._phase != _BETWEEN else "an EOL"
+            self._fail(TruncatedError, TRUNCATED.format(what, self._base + self._pos), end, self._pos)
+
+    # -- internals -----------------------------------------------------------
+
+    def _repeat_error(self) -> FrameError:
+        constructor, args = self._error.__reduce__()[:2]  # type: ignore[union-attr]
+        again: Any = constructor(*args)
+        again.frames = []
+        return again  # type: ignore[no-any-return]
+
+    def _compact(self) -> None:
+        shift = self._pos
+        if shift:
+            del self._buf[:shift]  # cheap: CPython moves the bytearray's start pointer
+            self._base += shift
+            self._pos = 0
+            if self._phase != _BETWEEN:
+                self._fs -= shift
+                self._ls -= shift
+                self._scan -= shift
+                if self._bs >= 0:
+                    self._bs -= shift
+                    self._bscan -= shift
+
+    def _fail(self, cls: type, reason: str, index: int, floor: int, limit: str = "") -> None:
+        base = self._base
+        raise make_decode_error(cls, reason, base + index, self._buf, base, base + floor, base + len(self._buf), limit)
+
+    def _run(self, out: List[Any]) -> None:
+        buf = self._buf
+        end = len(buf)
+        while True:
+            phase = self._phase
+            if phase == _BETWEEN:
+                pos = self._pos
+                started = False
+                while pos < end:
+                    byte = buf[pos]
+                    if byte == _LF:
+                        eol = b"\n"
+                    elif byte == _CR:
+                        if pos + 1 == end:
+                            break  # a lone CR: an EOL or a bad command, the next byte tells
+                        if buf[pos + 1] != _LF:
+                            started = True
+                            break
+                        eol = b"\r\n"
+                    else:
+                        started = True
+                        break
+                    self.heartbeats += 1
+                    if self._events:
+                        out.append(Heartbeat(self._base + pos, eol))
+                    pos += len(eol)
+                self._pos = pos
+                if not started:
+                    return
+                self._start_frame(pos)
+                self._phase = _HEAD
+                if not self._head_fast(end) and not self._head_lines(end):
+                    return
+            elif phase == _HEAD:
+                if not self._head_lines(end):
+                    return
+            elif not self._read_body(end, out):
+                return
+
+    def _head_fast(self, end: int) -> bool:
+        """Parse a complete, ordinary head in one go; False leaves it to _head_lines."""
+        buf = self._buf
+        fs = self._fs
+        blank = buf.find(b"\n\n", fs, min(end, fs + self._max_frame, fs + _FAST_HEAD_WINDOW))
+        if blank < 0:
+            return False
+        head = bytes(buf[fs:blank])
+        if b"\r" in head or b"\0" in head:
+            return False
+        lines_b = head.split(b"\n")
+        if len(lines_b) - 1 > self._max_count:
+            return False
+        if len(head) > self._max_line and max(map(len, lines_b)) > self._max_line:
+            return False
+        try:
+            lines = head.decode("utf-8").split("\n")
+        except UnicodeDecodeError:
+            return False
+        command = lines[0]
+        if self._strict and command not in self._commands:
+            return False
+        escaped = command not in UNESCAPED_COMMANDS
+        unescape = self._unescape if escaped else None
+        colon_ok = self._colon_ok or not escaped
+        headers = []
+        cl = -1
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not name or not sep:
+                return False
+            if not colon_ok and ":" in value:
+                return False
+            if unescape is not None and "\\" in line:
+                try:
+                    name = unescape(name)
+                    value = unescape(value)
+                except _UndefinedEscape:
+                    return False
+            if cl < 0 and name == "content-length":
+                if not (value.isdigit() and value.isascii()):
+                    return False
+                cl = int(value)
+                if cl > self._max_body:
+                    return False
+            headers.append((name, value))
+        self._command = command
+        self._escaped = escaped
+        self._headers = headers
+        self._cl = cl
+        self._begin_body(blank + 2)
+        return True
+
+    def _head_lines(self, end: int) -> bool:
+        """Parse the head line by line, resuming where the last call stopped."""
+        buf = self._buf
+        frame_limit = self._fs + self._max_frame
+        while True:
+            ls = self._ls
+            lf = buf.find(b"\n", self._scan, end)
+            if lf < 0:
+                self._scan = end
+                # a CR at the very end may be half of an EOL: judge the line without it
+                avail = end - 1 if end > ls and buf[end - 1] == _CR else end
+                self._check_line_limits(ls, avail, avail > frame_limit)
+                return False
+            content_end = lf - 1 if lf > ls and buf[lf - 1] == _CR else lf
+            self._check_line_limits(ls, content_end, lf >= frame_limit)
+            if self._command is None:
+                self._parse_command(ls, content_end)
+            elif content_end == ls:
+                self._ls = self._scan = lf + 1
+                self._begin_body(lf + 1)
+                return True
+            else:
+                self._parse_header(ls, content_end)
+            self._ls = self._scan = lf + 1
+
+    def _check_line_limits(self, ls: int, content_end: int, frame_exceeded: bool) -> None:
+        """Header count, line length and frame size: checked before a line's content."""
+        fs = self._fs
+        if self._command is not None and content_end > ls and len(self._headers) >= self._max_count:
+            self._fail(LimitExceededError, TOO_MANY_HEADERS.format(self._max_count), ls, fs, "max_header_count")
+        line_exceeded = content_end - ls > self._max_line
+        if line_exceeded or frame_exceeded:
+            line_at = ls + self._max_line
+            frame_at = fs + self._max_frame
+            if line_exceeded and (not frame_exceeded or line_at <= frame_at):
+                self._fail(LimitExceededError, LINE_TOO_LONG.format(self._max_line), line_at, fs, "max_line_length")
+            self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+
+    def _parse_command(self, ls: int, content_end: int) -> None:
+        line = bytes(self._buf[ls:content_end])
+        problem = command_problem(line, self._strict, self._commands, self.version)
+        if problem is not None:
+            self._fail(problem[1], problem[2], ls + problem[0], self._fs)
+        command = line.decode("utf-8")
+        self._command = command
+        self._escaped = command not in UNESCAPED_COMMANDS
+
+    def _parse_header(self, ls: int, content_end: int) -> None:
+        """Check one complete header line and append its (name, value)."""
+        line = bytes(self._buf[ls:content_end])
+        escaped = self._escaped
+        first_length = self._cl < 0
+        problem = header_problem(
+            line,
+            escape_letters=self._escape_letters if escaped else None,
+            colon_ok=self._colon_ok or not escaped,
+            bare_cr_ok=self._bare_cr_ok,
+            missing_colon_ok=self._missing_colon_ok,
+            content_length_max=self._max_body if first_length else -1,
+        )
+        if problem is not None:
+            self._fail(problem[1], problem[2], ls + problem[0], self._fs, problem[3])
+        name_b, _, value_b = line.partition(b":")
+        name = name_b.decode("utf-8")
+        value = value_b.decode("utf-8")
+        if escaped and self._unescape is not None:
+            name = self._unescape(name)
+            value = self._unescape(value)
+        if first_length and name_b == b"content-length":
+            self._cl = int(value_b)
+        self._headers.append((name, value))
+
+    def _begin_body(self, bs: int) -> None:
+        """The head is complete: checks that need the whole head, then the body phase."""
+        self._bs = self._bscan = bs
+        self._phase = _BODY
+        cl = self._cl
+        if cl >= 0:
+            fs = self._fs
+            if cl and self._strict and self._command not in BODY_COMMANDS:
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), bs, fs)
+            if bs + cl + 1 - fs > self._max_frame:
+                frame_at = fs + self._max_frame
+                self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+
+    def _read_body(self, end: int, out: List[Any]) -> bool:
+        buf = self._buf
+        fs = self._fs
+        bs = self._bs
+        cl = self._cl
+        if cl >= 0:
+            nul = bs + cl
+            if end <= nul:
+                return False
+            if buf[nul]:
+                self._fail(MissingNullError, MISSING_NULL.format(cl), nul, fs)
+        else:
+            if self._bscan == bs and end > bs and buf[bs] and self._strict and self._command not in BODY_COMMANDS:
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), bs, fs)
+            frame_at = fs + self._max_frame
+            body_at = bs + self._max_body
+            nul = buf.find(b"\0", self._bscan, min(end, body_at + 1, frame_at))
+            if nul < 0:
+                if end > frame_at and frame_at <= body_at:
+                    self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+                if end > body_at:
+                    self._fail(LimitExceededError, BODY_TOO_LARGE.format(self._max_body), body_at, fs, "max_body_size")
+                self._bscan = end
+                return False
+        # one copy for large bodies (a bytearray slice would copy twice)
+        body = bytes(memoryview(buf)[bs:nul]) if nul - bs > 4096 else bytes(buf[bs:nul])
+        out.append(_make_frame(self._command, tuple(self._headers), body, self._base + fs))  # type: ignore[arg-type]
+        self._pos = nul + 1
+        self._phase = _BETWEEN
+        return True
+
+
+def decode(data: BytesLike, version: str = "1.2", **options: Any) -> List[Any]:
+    """Decode a whole buffer: every frame in it; raises if it ends inside a frame."""
+    decoder = Decoder(version, **options)
+    frames = decoder.feed(data)
+    decoder.close()
+    return frames
+
+
+# --------------------------------------------------------------------------- encoder
+
+
+class Encoder:
+    """Frame serializer with fixed options (see :func:`encode`)."""
+
+    def __init__(self, version: str = "1.2", **options: Any) -> None:
+        opts = encoder_options(version, **options)
+        self.options = opts
+        self.version = opts.version
+        self._table = str.maketrans(ESCAPE[opts.escapes]) if ESCAPE[opts.escapes] else None
+        self._cr_escaped = "\r" in ESCAPE[opts.escapes]
+        self._content_length = opts.content_length
+        self._eol = opts.eol
+
+    def encode(self, frame: Any, headers: Optional[HeadersLike] = None, body: Optional[BytesLike] = None) -> bytes:
+        """Encode a Frame, or a command with headers and body, to bytes."""
+        if getattr(frame, "__fastframe_frame__", False):
+            if headers is not None or body is not None:
+                raise TypeError("pass either a Frame or (command, headers, body), not both")
+            command, header_list, body_b = frame.command, frame.headers, frame.body
+        else:
+            command = frame
+            if not isinstance(command, str):
+                raise TypeError(f"command must be str or a Frame, not {type(command).__name__}")
+            header_list = _normalize_headers(() if headers is None else headers)
+            body_b = _body_bytes(b"" if body is None else body)
+        if not command or "\n" in command or "\r" in command or "\0" in command:
+            raise EncodeError(f"invalid command {command!r}")
+        escape = command not in UNESCAPED_COMMANDS and self._table is not None
+        eol = self._eol
+        parts = [command, eol]
+        has_length = False
+        for name, value in header_list:
+            if not name:
+                raise EncodeError("empty header name")
+            if "\0" in name or "\0" in value:
+                raise EncodeError(f"NUL in header {name!r}")
+            if escape:
+                name = name.translate(self._table)
+                value = value.translate(self._table)
+                if not self._cr_escaped and ("\r" in name or "\r" in value):
+                    raise EncodeError(f"header {name!r}: CR cannot be escaped in STOMP {self.options.escapes}")
+            else:
+                if ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value:
+                    raise EncodeError(
+                        f"header {name!r}: ':' in a name, CR or LF cannot be sent unescaped ({command}, STOMP "
+                        f"{self.options.escapes})"
+                    )
+            if not has_length and name == "content-length":
+                has_length = True
+                if not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
+                    raise EncodeError(f"content-length {value!r} contradicts the {len(body_b)}-byte body")
+            parts += (name, ":", value, eol)
+        if not has_length:
+            wanted = self._content_length
+            if (wanted is None and body_b) or wanted or b"\0" in body_b:
+                parts += ("content-length:", str(len(body_b)), eol)
+        parts.append(eol)
+        return b"".join(("".join(parts).encode("utf-8"), body_b, b"\0"))
+
+
+@functools.lru_cache(maxsize=64)
+def _encoder(version: str, escapes: Optional[str], content_length: Optional[bool], eol: str) -> Encoder:
+    return Encoder(version, escapes=escapes, content_length=content_length, eol=eol)
+
+
+def encode(
+    frame: Any,
+    headers: Optional[HeadersLike] = None,
+    body: Optional[BytesLike] = None,
+    *,
+    version: str = "1.2",
+    escapes: Optional[str] = None,
+    content_length: Optional[bool] = None,
+    eol: str = "\n",
+) -> bytes:
+    """Encode a Frame, or ``(command, headers, body)``, to the bytes of one frame.
+
+    ``escapes`` picks the escape set (default: the version's; "1.2" always
+    escapes, as RabbitMQ expects on any version). ``content_length``: None adds
+    it when the body is non-empty, True always, False only when the body
+    contains NUL. ``eol`` is "\n" or "\r\n". A content-length header given by
+    the caller is kept, and must match the body.
+    """
+    return _encoder(version, escapes, content_length, eol).encode(frame, headers, body)

@@ -1,0 +1,111 @@
+"""Option checking shared by both twins, so both accept and refuse the same options."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+from ._constants import (
+    DEFAULT_MAX_BODY_SIZE,
+    DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_HEADER_COUNT,
+    DEFAULT_MAX_LINE_LENGTH,
+    VERSIONS,
+)
+
+
+class DecoderOptions(NamedTuple):
+    version: str
+    strict: bool
+    escapes: str  # the escape set applied when unescaping
+    allow_colon_in_value: bool
+    allow_bare_cr: bool
+    allow_missing_colon: bool
+    keep_undefined_escapes: bool
+    max_header_count: int
+    max_line_length: int
+    max_body_size: int
+    max_frame_size: int
+    heartbeat_events: bool
+
+
+class EncoderOptions(NamedTuple):
+    version: str
+    escapes: str
+    content_length: Optional[bool]
+    eol: str
+
+
+def _check_version(name: str, value: object) -> str:
+    if value not in VERSIONS:
+        raise ValueError(f"{name} must be one of {', '.join(VERSIONS)}, not {value!r}")
+    return str(value)
+
+
+def _check_limit(name: str, value: object, minimum: int) -> int:
+    if type(value) is not int or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+    return value
+
+
+def _check_flag(name: str, value: object) -> bool:
+    if type(value) is not bool:
+        raise TypeError(f"{name} must be True or False, not {value!r}")
+    return value
+
+
+def decoder_options(
+    version: str = "1.2",
+    *,
+    strict: bool = False,
+    escapes: Optional[str] = None,
+    allow_colon_in_value: Optional[bool] = None,
+    allow_bare_cr: Optional[bool] = None,
+    allow_missing_colon: bool = False,
+    keep_undefined_escapes: bool = False,
+    max_header_count: int = DEFAULT_MAX_HEADER_COUNT,
+    max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
+    max_body_size: int = DEFAULT_MAX_BODY_SIZE,
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE,
+    heartbeat_events: bool = False,
+) -> DecoderOptions:
+    """Check and normalise the keyword arguments of ``Decoder``/``decode``."""
+    version = _check_version("version", version)
+    strict = _check_flag("strict", strict)
+    lenient = not strict
+    return DecoderOptions(
+        version=version,
+        strict=strict,
+        escapes=version if escapes is None else _check_version("escapes", escapes),
+        allow_colon_in_value=lenient
+        if allow_colon_in_value is None
+        else _check_flag("allow_colon_in_value", allow_colon_in_value),
+        allow_bare_cr=lenient if allow_bare_cr is None else _check_flag("allow_bare_cr", allow_bare_cr),
+        allow_missing_colon=_check_flag("allow_missing_colon", allow_missing_colon),
+        keep_undefined_escapes=_check_flag("keep_undefined_escapes", keep_undefined_escapes),
+        max_header_count=_check_limit("max_header_count", max_header_count, 0),
+        max_line_length=_check_limit("max_line_length", max_line_length, 1),
+        max_body_size=_check_limit("max_body_size", max_body_size, 0),
+        max_frame_size=_check_limit("max_frame_size", max_frame_size, 2),
+        heartbeat_events=_check_flag("heartbeat_events", heartbeat_events),
+    )
+
+
+def encoder_options(
+    version: str = "1.2",
+    *,
+    escapes: Optional[str] = None,
+    content_length: Optional[bool] = None,
+    eol: str = "\n",
+) -> EncoderOptions:
+    """Check and normalise the keyword arguments of ``Encoder``/``encode``."""
+    version = _check_version("version", version)
+    if content_length is not None:
+        _check_flag("content_length", content_length)
+    if eol not in ("\n", "\r\n"):
+        raise ValueError(f"eol must be '\\n' or '\\r\\n', not {eol!r}")
+    return EncoderOptions(
+        version=version,
+        escapes=version if escapes is None else _check_version("escapes", escapes),
+        content_length=content_length,
+        eol=eol,
+    )
