@@ -66,14 +66,15 @@ def _normalize_headers(headers: Any) -> Tuple[Header, ...]:
             raise TypeError(f"each header must be a (name, value) pair, not {item!r}") from None
         if not isinstance(name, str) or not isinstance(value, str):
             raise TypeError(f"header names and values must be str, not {name!r}: {value!r}")
-        out.append((name, value))
+        # exact str: a subclass instance could carry a __dict__ and form a cycle
+        out.append((name if type(name) is str else str(name), value if type(value) is str else str(value)))
     return tuple(out)
 
 
 def _body_bytes(body: Any) -> bytes:
-    if isinstance(body, bytes):
+    if type(body) is bytes:
         return body
-    if isinstance(body, (bytearray, memoryview)):
+    if isinstance(body, (bytes, bytearray, memoryview)):
         return bytes(body)
     raise TypeError(f"body must be bytes, bytearray or memoryview, not {type(body).__name__}")
 
@@ -101,7 +102,7 @@ class Frame:
     def __init__(self, command: str, headers: HeadersLike = (), body: BytesLike = b"") -> None:
         if not isinstance(command, str):
             raise TypeError(f"command must be str, not {type(command).__name__}")
-        self._command = command
+        self._command = command if type(command) is str else str(command)
         self._headers = _normalize_headers(headers)
         self._body = _body_bytes(body)
         self._offset: Optional[int] = None
@@ -642,7 +643,11 @@ class Encoder:
             if (wanted is None and body_b) or wanted or b"\0" in body_b:
                 parts += ("content-length:", str(len(body_b)), eol)
         parts.append(eol)
-        return b"".join(("".join(parts).encode("utf-8"), body_b, b"\0"))
+        try:
+            head = "".join(parts).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EncodeError(f"cannot encode as UTF-8: {exc.object[exc.start : exc.end]!r}") from None
+        return b"".join((head, body_b, b"\0"))
 
 
 @functools.lru_cache(maxsize=64)

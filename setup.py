@@ -1,0 +1,43 @@
+"""Build the compiled twin. Everything else about the package is in pyproject.toml.
+
+``FASTFRAME_NO_EXTENSIONS=1`` at build time gives a pure-Python install;
+otherwise a failed compile fails the build (no silent slow installs).
+``FASTFRAME_CYTHON_TRACE=1`` builds with line tracing for coverage/profiling.
+"""
+
+import os
+import platform
+
+from setuptools import Extension, setup
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+ext_modules = []
+if not _flag("FASTFRAME_NO_EXTENSIONS") and platform.python_implementation() == "CPython":
+    from Cython.Build import cythonize
+
+    trace = _flag("FASTFRAME_CYTHON_TRACE")
+    directives = {
+        "language_level": 3,
+        "embedsignature": True,
+        # bounds and wraparound checks are off per function, where proven safe
+        "linetrace": trace,
+    }
+    macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
+    extra = [] if os.name == "nt" else ["-O3", "-Wall", "-Wno-unused-function"]
+    ext_modules = cythonize(
+        [
+            Extension(
+                "fastframe._codec_c",
+                ["src/fastframe/_codec_c.pyx"],
+                define_macros=macros,
+                extra_compile_args=extra,
+            )
+        ],
+        compiler_directives=directives,
+    )
+
+setup(ext_modules=ext_modules)

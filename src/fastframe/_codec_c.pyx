@@ -1,0 +1,1000 @@
+# cython: language_level=3, embedsignature=True, cdivision=True
+"""The compiled twin: the same codec as ``_codec_py``, parsing on raw byte pointers.
+
+Rules live once, in the shared modules: options (``_options``), limits and
+tables (``_constants``), and the diagnosis of a bad head line (``_diagnose``).
+This module finds lines with memchr, checks them in one pass, and asks
+``_diagnose`` only when a line is not plainly clean, so its errors are the
+Python twin's. An encoding it cannot do is handed to the Python twin's encoder,
+which raises the reference error.
+"""
+
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_Append, PyList_AsTuple
+from cpython.ref cimport Py_INCREF, PyObject
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdlib cimport free, realloc
+from libc.string cimport memchr, memcmp, memcpy, memmove
+
+from . import _codec_py
+from ._constants import (
+    BODY_COMMANDS,
+    COMMANDS_BY_VERSION,
+    COMMON_HEADER_NAMES,
+    CLIENT_COMMANDS,
+    SERVER_COMMANDS,
+    UNESCAPE,
+    UNESCAPED_COMMANDS,
+)
+from ._diagnose import (
+    BODY_NOT_ALLOWED,
+    BODY_TOO_LARGE,
+    FRAME_TOO_LARGE,
+    LINE_TOO_LONG,
+    MISSING_NULL,
+    TOO_MANY_HEADERS,
+    TRUNCATED,
+    command_problem,
+    header_problem,
+)
+from ._errors import (
+    BodyNotAllowedError,
+    FrameError,
+    LimitExceededError,
+    MissingNullError,
+    TruncatedError,
+    make_decode_error,
+)
+from ._options import decoder_options, encoder_options
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(void *op)
+    const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+
+__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
+
+IMPLEMENTATION = "c"
+
+cdef enum:
+    LF = 10
+    CR = 13
+    COLON = 58
+    BACKSLASH = 92
+    MAX_INTERNED = 64
+
+cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
+
+cdef enum Phase:
+    BETWEEN = 0
+    HEAD = 1
+    BODY = 2
+
+cdef bytes EOL_LF = b"\n"
+cdef bytes EOL_CRLF = b"\r\n"
+
+
+# ---------------------------------------------------------------- interned strings
+# Commands and common header names are compared by length and memcmp against
+# these tables, and the cached str is returned: no new object per frame.
+
+cdef struct Interned:
+    const char *data
+    Py_ssize_t size
+    PyObject *text
+
+cdef Interned _names[MAX_INTERNED]
+cdef Interned _commands[MAX_INTERNED]
+cdef int _n_names = 0
+cdef int _n_commands = 0
+cdef tuple _name_objects = tuple(COMMON_HEADER_NAMES)
+cdef tuple _command_objects = tuple(sorted(CLIENT_COMMANDS | SERVER_COMMANDS))
+
+
+cdef int _fill(Interned *table, tuple texts) except -1:
+    cdef Py_ssize_t size
+    cdef int i
+    for i in range(len(texts)):
+        table[i].data = PyUnicode_AsUTF8AndSize(texts[i], &size)
+        table[i].size = size
+        table[i].text = <PyObject *>texts[i]
+    return len(texts)
+
+
+_n_names = _fill(_names, _name_objects)
+_n_commands = _fill(_commands, _command_objects)
+
+
+cdef inline object _lookup(Interned *table, int count, const char *data, Py_ssize_t size):
+    cdef int i
+    for i in range(count):
+        if table[i].size == size and table[i].data[0] == data[0] and memcmp(table[i].data, data, size) == 0:
+            return <object>table[i].text
+    return None
+
+
+# ---------------------------------------------------------------- frame
+
+
+@cython.no_gc
+@cython.final
+cdef class Frame:
+    """One STOMP frame: ``command``, ``headers`` and ``body``.
+
+    ``headers`` is a tuple of ``(name, value)`` pairs in wire order with
+    repeats kept; :meth:`get` returns the first entry of a name, as the
+    specification requires. Frames are immutable and hashable, and compare
+    equal when command, headers and body are equal (whichever twin made them).
+    ``offset`` is the stream offset of the frame's first byte for decoded
+    frames, ``None`` for frames built by hand; it takes no part in equality.
+    """
+
+    # Fields hold only str, bytes and tuples of str, so a Frame can never be
+    # part of a reference cycle: the type is left out of the cyclic GC.
+    cdef readonly str command
+    cdef readonly tuple headers
+    cdef readonly bytes body
+    cdef Py_ssize_t _offset
+
+    __fastframe_frame__ = True
+
+    def __init__(self, command, headers=(), body=b""):
+        if not isinstance(command, str):
+            raise TypeError(f"command must be str, not {type(command).__name__}")
+        self.command = str(command)
+        self.headers = _codec_py._normalize_headers(headers)
+        self.body = _codec_py._body_bytes(body)
+        self._offset = -1
+
+    @property
+    def offset(self):
+        """Stream offset of the first byte of a decoded frame; ``None`` otherwise."""
+        return None if self._offset < 0 else self._offset
+
+    def get(self, name, default=None):
+        """The value of the first header called ``name``, else ``default``."""
+        for pair in self.headers:
+            if (<tuple>pair)[0] == name:
+                return (<tuple>pair)[1]
+        return default
+
+    def get_all(self, name):
+        """Every value of the headers called ``name``, in wire order."""
+        return [value for key, value in self.headers if key == name]
+
+    def header_map(self):
+        """The headers as a dict in which the first entry of each name wins."""
+        return dict(reversed(self.headers))
+
+    def encode(self, version="1.2", **options):
+        """Encode this frame; the options are those of :func:`encode`."""
+        return encode(self, version=version, **options)
+
+    def __eq__(self, other):
+        if not getattr(other, "__fastframe_frame__", False):
+            return NotImplemented
+        return self.command == other.command and self.headers == other.headers and self.body == other.body
+
+    def __ne__(self, other):
+        result = self.__eq__(other)
+        return result if result is NotImplemented else not result
+
+    def __hash__(self):
+        return hash((self.command, self.headers, self.body))
+
+    def __repr__(self):
+        return f"Frame({self.command!r}, {self.headers!r}, {_codec_py._body_repr(self.body)})"
+
+    def __reduce__(self):
+        return (Frame, (self.command, self.headers, self.body))
+
+
+cdef inline Frame _make_frame(str command, tuple headers, bytes body, Py_ssize_t offset):
+    cdef Frame frame = Frame.__new__(Frame)
+    frame.command = command
+    frame.headers = headers
+    frame.body = body
+    frame._offset = offset
+    return frame
+
+
+@cython.final
+cdef class Heartbeat:
+    """A heart-beat: an EOL between frames (``eol`` is ``b"\\n"`` or ``b"\\r\\n"``).
+
+    Returned by ``feed()`` only when the decoder was made with
+    ``heartbeat_events=True``; ``Decoder.heartbeats`` counts them always.
+    """
+
+    cdef readonly object offset
+    cdef readonly bytes eol
+
+    __fastframe_heartbeat__ = True
+
+    def __init__(self, offset, bytes eol):
+        self.offset = offset
+        self.eol = eol
+
+    def __eq__(self, other):
+        if not getattr(other, "__fastframe_heartbeat__", False):
+            return NotImplemented
+        return self.offset == other.offset and self.eol == other.eol
+
+    def __hash__(self):
+        return hash((self.offset, self.eol))
+
+    def __repr__(self):
+        return f"Heartbeat(offset={self.offset}, eol={self.eol!r})"
+
+
+# ---------------------------------------------------------------- decoder
+
+cdef inline bint _is_escape_letter(int escapes, unsigned char c) noexcept:
+    if c == b'n' or c == b'c' or c == BACKSLASH:
+        return True
+    return escapes == 12 and c == b'r'
+
+
+cdef inline char _unescaped(unsigned char c) noexcept:
+    if c == b'n':
+        return b'\n'
+    if c == b'r':
+        return b'\r'
+    if c == b'c':
+        return b':'
+    return b'\\'
+
+
+cdef class Decoder:
+    """Incremental, sans-I/O STOMP frame decoder.
+
+    ``feed(data)`` takes bytes-like data split anywhere and returns the frames
+    (and, with ``heartbeat_events=True``, :class:`Heartbeat` events) completed
+    by it. ``close()`` reports a stream that ended inside a frame. On
+    malformed input ``feed()`` raises a :class:`DecodeError` subclass whose
+    ``frames`` attribute holds what the same call completed before the bad
+    byte; the decoder then refuses input until :meth:`reset`.
+
+    See the README for every option and its default.
+    """
+
+    cdef readonly object options
+    cdef readonly str version
+    cdef readonly Py_ssize_t heartbeats
+    # options, unpacked
+    cdef bint strict, colon_ok, bare_cr_ok, missing_colon_ok, keep_undefined, events
+    cdef int escapes  # 0 (STOMP 1.0: none), 11 or 12: the escape set to unescape
+    cdef object escape_letters  # bytes, or None when undefined escapes are not checked
+    cdef object commands  # frozenset: commands of the version (strict mode)
+    cdef Py_ssize_t max_count, max_line, max_body, max_frame
+    # the buffer: bytes not yet consumed, held between feed() calls
+    cdef unsigned char *buf
+    cdef Py_ssize_t cap, end, pos, base  # base: stream offset of index 0
+    cdef const unsigned char *cur  # what is being parsed: buf, or the caller's data
+    cdef Py_ssize_t _cur_end  # its length
+    # the frame in progress (indexes into cur)
+    cdef Phase phase
+    cdef Py_ssize_t fs, ls, scan, bs, bscan, cl
+    cdef str command
+    cdef bint escaped
+    cdef list headers
+    cdef object error
+    # scratch space for unescaping
+    cdef char *scratch
+    cdef Py_ssize_t scratch_cap
+
+    def __cinit__(self):
+        self.buf = NULL
+        self.scratch = NULL
+
+    def __dealloc__(self):
+        free(self.buf)
+        free(self.scratch)
+
+    def __init__(self, version="1.2", **options):
+        opts = decoder_options(version, **options)
+        self.options = opts
+        self.version = opts.version
+        self.strict = opts.strict
+        self.commands = COMMANDS_BY_VERSION[opts.version]
+        self.escapes = int(opts.escapes.replace(".", "")) if UNESCAPE[opts.escapes] else 0
+        letters = "".join(UNESCAPE[opts.escapes]).encode()
+        self.escape_letters = letters if letters and not opts.keep_undefined_escapes else None
+        self.colon_ok = opts.allow_colon_in_value
+        self.bare_cr_ok = opts.allow_bare_cr
+        self.missing_colon_ok = opts.allow_missing_colon
+        self.keep_undefined = opts.keep_undefined_escapes
+        self.max_count = opts.max_header_count
+        self.max_line = opts.max_line_length
+        self.max_body = opts.max_body_size
+        self.max_frame = opts.max_frame_size
+        self.events = opts.heartbeat_events
+        self.reset()
+
+    def reset(self):
+        """Forget everything: buffered bytes, counters, a pending error."""
+        free(self.buf)
+        self.buf = NULL
+        self.cap = self.end = self.pos = self.base = 0
+        self.phase = BETWEEN
+        self.error = None
+        self.heartbeats = 0
+        self.headers = []
+        self._start_frame(0)
+
+    cdef inline void _start_frame(self, Py_ssize_t index):
+        self.fs = self.ls = self.scan = index
+        self.command = None
+        self.escaped = True
+        if self.headers:
+            del self.headers[:]
+        self.cl = self.bs = self.bscan = -1
+
+    @property
+    def bytes_fed(self):
+        """Total number of bytes fed since creation or the last reset."""
+        return self.base + self.end
+
+    @property
+    def buffered(self):
+        """Bytes held for an incomplete frame."""
+        return self.end - self.pos
+
+    def feed(self, data):
+        """Add bytes; return the frames (and heart-beat events) completed so far."""
+        cdef Py_buffer view
+        cdef list out = []
+        if self.error is not None:
+            raise self._repeat_error()
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if view.len == 0:
+                return out
+            if self.pos == self.end:
+                # nothing buffered: parse the caller's bytes in place, keep only the tail
+                self.base += self.end
+                self.pos = self.end = 0
+                self.cur = <const unsigned char *>view.buf
+                try:
+                    self._run(view.len, out)
+                finally:
+                    self._keep_tail(<const unsigned char *>view.buf, view.len)
+            else:
+                self._append(<const unsigned char *>view.buf, view.len)
+                self.cur = self.buf
+                try:
+                    self._run(self.end, out)
+                finally:
+                    self._compact()
+        except FrameError as error:
+            error.frames = out
+            self.error = error
+            raise
+        finally:
+            PyBuffer_Release(&view)
+        return out
+
+    def close(self):
+        """Declare the end of the stream; raise TruncatedError inside a frame."""
+        if self.error is not None:
+            raise self._repeat_error()
+        if self.pos < self.end:
+            self.cur = self.buf
+            self._cur_end = self.end
+            what = "a frame" if self.phase != BETWEEN else "an EOL"
+            self._fail(TruncatedError, TRUNCATED.format(what, self.base + self.pos), self.end, self.pos, "")
+
+    # -- buffer ----------------------------------------------------------------
+
+    cdef int _reserve(self, Py_ssize_t size) except -1:
+        cdef Py_ssize_t cap
+        cdef unsigned char *grown
+        if size <= self.cap:
+            return 0
+        cap = max(size, 2 * self.cap, 4096)
+        grown = <unsigned char *>realloc(self.buf, cap)
+        if grown == NULL:
+            raise MemoryError()
+        self.buf = grown
+        self.cap = cap
+        return 0
+
+    cdef int _append(self, const unsigned char *data, Py_ssize_t size) except -1:
+        if self.end + size > self.cap and self.pos > 0:
+            self._shift(self.pos)  # make room by dropping consumed bytes first
+        self._reserve(self.end + size)
+        memcpy(self.buf + self.end, data, size)
+        self.end += size
+        return 0
+
+    cdef void _shift(self, Py_ssize_t shift) noexcept:
+        """Drop the first ``shift`` (consumed) bytes and renumber the indexes."""
+        memmove(self.buf, self.buf + shift, self.end - shift)
+        self._renumber(shift)
+        self.end -= shift
+
+    cdef inline void _renumber(self, Py_ssize_t shift) noexcept:
+        self.base += shift
+        self.pos -= shift
+        if self.phase != BETWEEN:
+            self.fs -= shift
+            self.ls -= shift
+            self.scan -= shift
+            if self.bs >= 0:
+                self.bs -= shift
+                self.bscan -= shift
+
+    cdef int _keep_tail(self, const unsigned char *data, Py_ssize_t size) except -1:
+        """After parsing the caller's bytes in place: copy what is unconsumed."""
+        cdef Py_ssize_t shift = self.pos
+        self._renumber(shift)
+        self.end = size - shift
+        if self.end:
+            self._reserve(self.end)
+            memcpy(self.buf, data + shift, self.end)
+        elif self.cap > 65536:
+            free(self.buf)  # a large frame is gone: give its memory back
+            self.buf = NULL
+            self.cap = 0
+        return 0
+
+    cdef void _compact(self) noexcept:
+        if self.pos == self.end:
+            self.base += self.end
+            self.pos = self.end = 0
+            if self.cap > 65536:
+                free(self.buf)
+                self.buf = NULL
+                self.cap = 0
+        elif self.pos > (self.end >> 1):
+            # move the tail only when it is smaller than what is dropped:
+            # a large body is not moved again and again
+            self._shift(self.pos)
+
+    # -- errors ----------------------------------------------------------------
+
+    def _repeat_error(self):
+        constructor, args = self.error.__reduce__()[:2]
+        again = constructor(*args)
+        again.frames = []
+        return again
+
+    cdef int _fail(self, cls, str reason, Py_ssize_t index, Py_ssize_t floor, str limit) except -1:
+        cdef Py_ssize_t lo = max(index - 16, floor)
+        cdef Py_ssize_t hi = min(index + 16, self._cur_end)
+        cdef bytes excerpt = PyBytes_FromStringAndSize(<const char *>self.cur + lo, hi - lo) if hi > lo else b""
+        raise make_decode_error(
+            cls, reason, self.base + index, excerpt, self.base + lo, self.base + floor, self.base + hi, limit
+        )
+
+    # -- parsing ---------------------------------------------------------------
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef int _run(self, Py_ssize_t end, list out) except -1:
+        cdef const unsigned char *b = self.cur
+        cdef Py_ssize_t pos
+        cdef unsigned char c
+        cdef bint started
+        self._cur_end = end
+        while True:
+            if self.phase == BETWEEN:
+                pos = self.pos
+                started = False
+                while pos < end:
+                    c = b[pos]
+                    if c == LF:
+                        self.heartbeats += 1
+                        if self.events:
+                            out.append(Heartbeat(self.base + pos, EOL_LF))
+                        pos += 1
+                    elif c == CR:
+                        if pos + 1 == end:
+                            break  # a lone CR: an EOL or a bad command, the next byte tells
+                        if b[pos + 1] != LF:
+                            started = True
+                            break
+                        self.heartbeats += 1
+                        if self.events:
+                            out.append(Heartbeat(self.base + pos, EOL_CRLF))
+                        pos += 2
+                    else:
+                        started = True
+                        break
+                self.pos = pos
+                if not started:
+                    return 0
+                self._start_frame(pos)
+                self.phase = HEAD
+            if self.phase == HEAD:
+                if not self._head(b, end):
+                    return 0
+            if not self._body(b, end, out):
+                return 0
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef bint _head(self, const unsigned char *b, Py_ssize_t end) except -1:
+        """Parse head lines, resuming where the last call stopped; True when complete."""
+        cdef Py_ssize_t ls, lf, content_end, avail
+        cdef Py_ssize_t frame_limit = self.fs + self.max_frame
+        cdef const unsigned char *hit
+        while True:
+            ls = self.ls
+            hit = <const unsigned char *>memchr(b + self.scan, LF, end - self.scan)
+            if hit == NULL:
+                self.scan = end
+                # a CR at the very end may be half of an EOL: judge the line without it
+                avail = end - 1 if end > ls and b[end - 1] == CR else end
+                self._check_line_limits(ls, avail, avail > frame_limit)
+                return False
+            lf = hit - b
+            content_end = lf - 1 if lf > ls and b[lf - 1] == CR else lf
+            self._check_line_limits(ls, content_end, lf >= frame_limit)
+            if self.command is None:
+                self._parse_command(b, ls, content_end)
+            elif content_end == ls:
+                self.ls = self.scan = lf + 1
+                self._begin_body(lf + 1)
+                return True
+            else:
+                self._parse_header(b, ls, content_end)
+            self.ls = self.scan = lf + 1
+
+    cdef int _check_line_limits(self, Py_ssize_t ls, Py_ssize_t content_end, bint frame_exceeded) except -1:
+        cdef Py_ssize_t fs = self.fs
+        cdef Py_ssize_t line_at, frame_at
+        cdef bint line_exceeded
+        if self.command is not None and content_end > ls and len(self.headers) >= self.max_count:
+            self._fail(LimitExceededError, TOO_MANY_HEADERS.format(self.max_count), ls, fs, "max_header_count")
+        line_exceeded = content_end - ls > self.max_line
+        if line_exceeded or frame_exceeded:
+            line_at = ls + self.max_line
+            frame_at = fs + self.max_frame
+            if line_exceeded and (not frame_exceeded or line_at <= frame_at):
+                self._fail(LimitExceededError, LINE_TOO_LONG.format(self.max_line), line_at, fs, "max_line_length")
+            self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), frame_at, fs, "max_frame_size")
+        return 0
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef int _parse_command(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
+        cdef Py_ssize_t size = content_end - ls
+        cdef Py_ssize_t i
+        cdef object command = _lookup(_commands, _n_commands, <const char *>b + ls, size)
+        if command is None:
+            for i in range(ls, content_end):
+                if b[i] == 0 or b[i] == CR:
+                    break
+            else:
+                try:
+                    command = PyUnicode_DecodeUTF8(<char *>b + ls, size, NULL)
+                except UnicodeDecodeError:
+                    command = None
+            if command is None or (self.strict and command not in self.commands):
+                line = PyBytes_FromStringAndSize(<const char *>b + ls, size)
+                problem = command_problem(line, self.strict, self.commands, self.version)
+                self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+        elif self.strict and command not in self.commands:  # NACK or STOMP in 1.0
+            line = PyBytes_FromStringAndSize(<const char *>b + ls, size)
+            problem = command_problem(line, self.strict, self.commands, self.version)
+            self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+        self.command = command
+        self.escaped = command not in UNESCAPED_COMMANDS
+        return 0
+
+    cdef int _diagnose(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
+        """Raise the reference error for a header line this twin found fault with."""
+        line = PyBytes_FromStringAndSize(<const char *>b + ls, content_end - ls)
+        problem = header_problem(
+            line,
+            escape_letters=self.escape_letters if self.escaped else None,
+            colon_ok=self.colon_ok or not self.escaped,
+            bare_cr_ok=self.bare_cr_ok,
+            missing_colon_ok=self.missing_colon_ok,
+            content_length_max=self.max_body if self.cl < 0 else -1,
+        )
+        if problem is None:
+            raise RuntimeError(f"fastframe twins disagree about header line {line!r}")  # a bug
+        self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+        return 0
+
+    cdef char *_scratch(self, Py_ssize_t size) except NULL:
+        cdef char *grown
+        if size > self.scratch_cap:
+            grown = <char *>realloc(self.scratch, max(size, 256))
+            if grown == NULL:
+                raise MemoryError()
+            self.scratch = grown
+            self.scratch_cap = max(size, 256)
+        return self.scratch
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef object _field(self, const unsigned char *p, Py_ssize_t size, bint has_escape, bint is_name):
+        """Decode one name or value; None when it has an undefined escape or bad UTF-8."""
+        cdef Py_ssize_t i = 0, n = 0
+        cdef char *out
+        cdef unsigned char c
+        if size == 0:
+            return ""
+        if not has_escape:
+            if is_name:
+                text = _lookup(_names, _n_names, <const char *>p, size)
+                if text is not None:
+                    return text
+            try:
+                return PyUnicode_DecodeUTF8(<char *>p, size, NULL)
+            except UnicodeDecodeError:
+                return None
+        out = self._scratch(size)
+        while i < size:
+            c = p[i]
+            if c == BACKSLASH:
+                if i + 1 < size and _is_escape_letter(self.escapes, p[i + 1]):
+                    out[n] = _unescaped(p[i + 1])
+                    n += 1
+                    i += 2
+                    continue
+                if not self.keep_undefined:
+                    return None
+            out[n] = <char>c
+            n += 1
+            i += 1
+        try:
+            return PyUnicode_DecodeUTF8(out, n, NULL)
+        except UnicodeDecodeError:
+            return None
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef int _parse_header(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
+        cdef Py_ssize_t colon = -1, i, value_at
+        cdef unsigned char c
+        cdef bint bad = False, name_escape = False, value_escape = False
+        cdef bint unescape = self.escaped and self.escapes != 0
+        cdef bint colon_ok = self.colon_ok or not self.escaped
+        cdef unsigned long long length = 0
+        cdef tuple pair
+        # one pass: find the colon, and anything that needs a closer look
+        for i in range(ls, content_end):
+            c = b[i]
+            if c > COLON or (c != 0 and c != CR and c != COLON):
+                if c == BACKSLASH:
+                    if colon < 0:
+                        name_escape = True
+                    else:
+                        value_escape = True
+                continue
+            if c == COLON:
+                if colon < 0:
+                    colon = i
+                elif not colon_ok:
+                    bad = True
+            elif c == 0 or not self.bare_cr_ok:
+                bad = True
+        if colon < 0:
+            if not self.missing_colon_ok:
+                bad = True
+            colon = content_end
+            value_at = content_end
+        else:
+            value_at = colon + 1
+            if colon == ls:
+                bad = True
+        if bad:
+            self._diagnose(b, ls, content_end)
+        name = self._field(b + ls, colon - ls, name_escape and unescape, True)
+        value = self._field(b + value_at, content_end - value_at, value_escape and unescape, False)
+        if name is None or value is None:
+            self._diagnose(b, ls, content_end)
+        if self.cl < 0 and colon - ls == 14 and memcmp(b + ls, b"content-length", 14) == 0:
+            if value_at == content_end:
+                self._diagnose(b, ls, content_end)
+            for i in range(value_at, content_end):
+                c = b[i]
+                if c < 48 or c > 57 or length > MAX_CONTENT_LENGTH // 10:
+                    self._diagnose(b, ls, content_end)
+                length = length * 10 + (c - 48)
+            if length > <unsigned long long>self.max_body:
+                self._diagnose(b, ls, content_end)
+            self.cl = <Py_ssize_t>length
+        pair = PyTuple_New(2)
+        Py_INCREF(name)  # PyTuple_SET_ITEM steals a reference
+        PyTuple_SET_ITEM(pair, 0, name)
+        Py_INCREF(value)
+        PyTuple_SET_ITEM(pair, 1, value)
+        PyObject_GC_UnTrack(<void *>pair)  # holds two str: can never be in a cycle
+        PyList_Append(self.headers, pair)
+        return 0
+
+    cdef int _begin_body(self, Py_ssize_t bs) except -1:
+        """The head is complete: checks that need the whole head, then the body phase."""
+        cdef Py_ssize_t fs = self.fs
+        self.bs = self.bscan = bs
+        self.phase = BODY
+        if self.cl >= 0:
+            if self.cl and self.strict and self.command not in BODY_COMMANDS:
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), bs, fs, "")
+            if bs + self.cl + 1 - fs > self.max_frame:
+                self._fail(
+                    LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), fs + self.max_frame, fs,
+                    "max_frame_size",
+                )
+        return 0
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef bint _body(self, const unsigned char *b, Py_ssize_t end, list out) except -1:
+        cdef Py_ssize_t fs = self.fs, bs = self.bs, nul, frame_at, body_at, stop
+        cdef const unsigned char *hit
+        cdef tuple headers
+        if self.cl >= 0:
+            nul = bs + self.cl
+            if end <= nul:
+                return False
+            if b[nul] != 0:
+                self._fail(MissingNullError, MISSING_NULL.format(self.cl), nul, fs, "")
+        else:
+            if (self.bscan == bs and end > bs and b[bs] != 0 and self.strict
+                    and self.command not in BODY_COMMANDS):
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), bs, fs, "")
+            frame_at = fs + self.max_frame
+            body_at = bs + self.max_body
+            stop = min(end, body_at + 1, frame_at)
+            hit = NULL
+            if stop > self.bscan:
+                hit = <const unsigned char *>memchr(b + self.bscan, 0, stop - self.bscan)
+            if hit == NULL:
+                if end > frame_at and frame_at <= body_at:
+                    self._fail(
+                        LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), frame_at, fs, "max_frame_size"
+                    )
+                if end > body_at:
+                    self._fail(LimitExceededError, BODY_TOO_LARGE.format(self.max_body), body_at, fs, "max_body_size")
+                self.bscan = end
+                return False
+            nul = hit - b
+        headers = PyList_AsTuple(self.headers)
+        PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
+        out.append(_make_frame(
+            self.command, headers, PyBytes_FromStringAndSize(<const char *>b + bs, nul - bs), self.base + fs
+        ))
+        self.pos = nul + 1
+        self.phase = BETWEEN
+        return True
+
+
+def decode(data, version="1.2", **options):
+    """Decode a whole buffer: every frame in it; raises if it ends inside a frame."""
+    decoder = Decoder(version, **options)
+    frames = decoder.feed(data)
+    decoder.close()
+    return frames
+
+
+# ---------------------------------------------------------------- encoder
+
+cdef class Encoder:
+    """Frame serializer with fixed options (see :func:`encode`)."""
+
+    cdef readonly object options
+    cdef readonly str version
+    cdef int escapes  # 0, 11 or 12
+    cdef int content_length  # -1: when the body is non-empty, 1: always, 0: only for NUL
+    cdef bytes eol
+    cdef object reference  # the Python twin's encoder: raises the reference errors
+
+    def __init__(self, version="1.2", **options):
+        opts = encoder_options(version, **options)
+        self.options = opts
+        self.version = opts.version
+        self.escapes = int(opts.escapes.replace(".", "")) if UNESCAPE[opts.escapes] else 0
+        self.content_length = -1 if opts.content_length is None else int(opts.content_length)
+        self.eol = opts.eol.encode()
+        self.reference = _codec_py.Encoder(version, **options)
+
+    def encode(self, frame, headers=None, body=None):
+        """Encode a Frame, or a command with headers and body, to bytes."""
+        if type(frame) is Frame:
+            if headers is not None or body is not None:
+                raise TypeError("pass either a Frame or (command, headers, body), not both")
+            result = self._encode((<Frame>frame).command, (<Frame>frame).headers, (<Frame>frame).body)
+        elif getattr(frame, "__fastframe_frame__", False):
+            if headers is not None or body is not None:
+                raise TypeError("pass either a Frame or (command, headers, body), not both")
+            result = self._encode(frame.command, frame.headers, frame.body)
+        else:
+            if not isinstance(frame, str):
+                raise TypeError(f"command must be str or a Frame, not {type(frame).__name__}")
+            result = self._encode(
+                frame,
+                _codec_py._normalize_headers(() if headers is None else headers),
+                _codec_py._body_bytes(b"" if body is None else body),
+            )
+        if result is None:
+            self.reference.encode(frame, headers, body)  # raises the reference error
+            raise RuntimeError("fastframe twins disagree about an encoding")  # a bug
+        return result
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef object _encode(self, str command, tuple headers, bytes body):
+        """The frame's bytes, or None when it cannot be encoded (the caller finds out why)."""
+        cdef Py_ssize_t command_size, name_size, value_size, body_size = len(body), total, i, n = len(headers)
+        cdef Py_ssize_t eol_size = len(self.eol), extra
+        cdef const char *command_data
+        cdef const char *name_data
+        cdef const char *value_data
+        cdef const char *body_data = PyBytes_AS_STRING(body)
+        cdef const char *eol_data = PyBytes_AS_STRING(self.eol)
+        cdef bint escape, has_length = False
+        cdef char *w
+        cdef bytes length_text = None
+        try:
+            command_data = PyUnicode_AsUTF8AndSize(command, &command_size)
+        except UnicodeEncodeError:
+            return None
+        if command_size == 0 or _find_any(command_data, command_size, b"\n\r\0", 3):
+            return None
+        escape = self.escapes != 0 and command not in UNESCAPED_COMMANDS
+        total = command_size + eol_size
+        # pass 1: validate and size
+        for i in range(n):
+            pair = <tuple>headers[i]
+            try:
+                name_data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name_size)
+                value_data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value_size)
+            except UnicodeEncodeError:
+                return None
+            if name_size == 0:
+                return None
+            extra = _escape_extra(name_data, name_size, escape, self.escapes, True)
+            if extra < 0:
+                return None
+            total += name_size + extra
+            extra = _escape_extra(value_data, value_size, escape, self.escapes, False)
+            if extra < 0:
+                return None
+            total += value_size + extra + 1 + eol_size
+            if not has_length and name_size == 14 and memcmp(name_data, b"content-length", 14) == 0:
+                has_length = True
+                if not _is_decimal(value_data, value_size, body_size):
+                    return None
+        if not has_length and (
+            (self.content_length == -1 and body_size) or self.content_length == 1
+            or memchr(body_data, 0, body_size) != NULL
+        ):
+            length_text = b"content-length:%d" % body_size + self.eol
+            total += len(length_text)
+        total += eol_size + body_size + 1
+        # pass 2: write once into the result
+        result = PyBytes_FromStringAndSize(NULL, total)
+        w = PyBytes_AS_STRING(result)
+        memcpy(w, command_data, command_size)
+        w += command_size
+        memcpy(w, eol_data, eol_size)
+        w += eol_size
+        for i in range(n):
+            pair = <tuple>headers[i]
+            name_data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name_size)
+            value_data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value_size)
+            w = _write_escaped(w, name_data, name_size, escape)
+            w[0] = b':'
+            w += 1
+            w = _write_escaped(w, value_data, value_size, escape)
+            memcpy(w, eol_data, eol_size)
+            w += eol_size
+        if length_text is not None:
+            memcpy(w, PyBytes_AS_STRING(length_text), len(length_text))
+            w += len(length_text)
+        memcpy(w, eol_data, eol_size)
+        w += eol_size
+        memcpy(w, body_data, body_size)
+        w += body_size
+        w[0] = 0
+        return result
+
+
+cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars, int count) noexcept:
+    cdef int k
+    for k in range(count):
+        if memchr(data, chars[k], size) != NULL:
+            return True
+    return False
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, bint escape, int escapes, bint is_name) noexcept:
+    """Bytes escaping adds to a name or value; -1 when it cannot be represented."""
+    cdef Py_ssize_t i, extra = 0
+    cdef unsigned char c
+    for i in range(size):
+        c = <unsigned char>data[i]
+        if c > COLON:
+            if c == BACKSLASH and escape:
+                extra += 1
+            continue
+        if c == 0:
+            return -1
+        if c == LF or c == CR:
+            if not escape or (c == CR and escapes != 12):
+                return -1
+            extra += 1
+        elif c == COLON:
+            if escape:
+                extra += 1
+            elif is_name:
+                return -1
+    return extra
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef char *_write_escaped(char *w, const char *data, Py_ssize_t size, bint escape) noexcept:
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    if not escape:
+        memcpy(w, data, size)
+        return w + size
+    for i in range(size):
+        c = <unsigned char>data[i]
+        if c == BACKSLASH:
+            w[0] = b'\\'
+            w[1] = b'\\'
+            w += 2
+        elif c == LF:
+            w[0] = b'\\'
+            w[1] = b'n'
+            w += 2
+        elif c == CR:
+            w[0] = b'\\'
+            w[1] = b'r'
+            w += 2
+        elif c == COLON:
+            w[0] = b'\\'
+            w[1] = b'c'
+            w += 2
+        else:
+            w[0] = <char>c
+            w += 1
+    return w
+
+
+cdef inline bint _is_decimal(const char *data, Py_ssize_t size, Py_ssize_t expected) noexcept:
+    """True when ``data`` is ASCII digits whose value is ``expected``."""
+    cdef Py_ssize_t i
+    cdef unsigned long long value = 0
+    if size == 0:
+        return False
+    for i in range(size):
+        if data[i] < b'0' or data[i] > b'9':
+            return False
+        if value > <unsigned long long>expected:
+            return False  # already too big; stops an overflow too
+        value = value * 10 + <unsigned long long>(data[i] - b'0')
+    return value == <unsigned long long>expected
+
+
+_ENCODERS = {}
+
+
+def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, content_length=None, eol="\n"):
+    """Encode a Frame, or ``(command, headers, body)``, to the bytes of one frame.
+
+    ``escapes`` picks the escape set (default: the version's; "1.2" always
+    escapes, as RabbitMQ expects on any version). ``content_length``: None adds
+    it when the body is non-empty, True always, False only when the body
+    contains NUL. ``eol`` is "\\n" or "\\r\\n". A content-length header given by
+    the caller is kept, and must match the body.
+    """
+    key = (version, escapes, content_length, eol)
+    encoder = _ENCODERS.get(key)
+    if encoder is None:
+        encoder = Encoder(version, escapes=escapes, content_length=content_length, eol=eol)
+        if len(_ENCODERS) < 64:
+            _ENCODERS[key] = encoder
+    return (<Encoder>encoder).encode(frame, headers, body)
