@@ -1,0 +1,250 @@
+"""The ``fastframe`` command line: decode, generate and inspect STOMP streams.
+
+Subcommands::
+
+    fastframe decode FILE|-   list the frames of a stream (offset, command,
+                              headers, body preview), then a summary line
+    fastframe sample OUT      write a generated sample stream (OUT may be -)
+    fastframe demo            generate a sample stream in a temporary
+                              directory and decode it
+    fastframe info            version and active implementation
+
+Decode errors print ``FILE:OFFSET: message`` on stderr and exit with status 1.
+Only the public API is used, so the active twin (``fastframe.IMPLEMENTATION``)
+does the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+from collections import Counter
+from typing import IO, Any, List, Optional, Sequence
+
+import fastframe
+
+from . import sample, spec
+
+__all__ = ["main"]
+
+_READ_SIZE = 1 << 20  # without --chunk, files are fed in 1 MiB pieces
+_TEXT_PREVIEW = 60
+_BYTES_PREVIEW = 48
+_DEMO_CHUNK = 512
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fastframe", description="Decode, generate and inspect STOMP 1.0/1.1/1.2 frame streams."
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    dec = commands.add_parser("decode", help="decode a frame stream and list its frames")
+    dec.add_argument("file", metavar="FILE", help="the stream to decode, or - for standard input")
+    dec.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
+    dec.add_argument(
+        "--escapes",
+        choices=fastframe.VERSIONS,
+        default=None,
+        help="escape set for header unescaping (default: the version's; 1.2 for RabbitMQ on any version)",
+    )
+    dec.add_argument("--strict", action="store_true", help="refuse unknown commands, bodies where none is allowed, "
+                     "raw ':' in values and bare CR")  # fmt: skip
+    dec.add_argument("--allow-missing-colon", action="store_true", help="accept header lines without ':' (ActiveMQ 1.0)")
+    dec.add_argument(
+        "--keep-undefined-escapes", action="store_true", help="keep undefined escapes such as \\t literally (ActiveMQ)"
+    )
+    dec.add_argument("--chunk", type=_positive_int, metavar="N", help="feed the decoder N bytes at a time")
+    dec.add_argument("--heartbeats", action="store_true", help="list heart-beat EOLs as well")
+    dec.add_argument("--summary", action="store_true", help="print only the summary line, not each frame")
+
+    smp = commands.add_parser("sample", help="write a generated sample stream")
+    smp.add_argument("out", metavar="OUT", help="output file, or - for standard output")
+    smp.add_argument("--frames", type=_count, default=100, metavar="N", help="number of frames (default 100)")
+    smp.add_argument("--seed", type=int, default=sample.DEFAULT_SEED, metavar="S", help="random seed (default 0)")
+    smp.add_argument("--crlf", action="store_true", help="end lines with CRLF instead of LF")
+
+    demo = commands.add_parser("demo", help="generate a sample stream in a temporary directory and decode it")
+    demo.add_argument("--frames", type=_count, default=8, metavar="N", help="number of frames (default 8)")
+    demo.add_argument("--seed", type=int, default=sample.DEFAULT_SEED, metavar="S", help="random seed (default 0)")
+    demo.add_argument("--crlf", action="store_true", help="end lines with CRLF instead of LF")
+
+    commands.add_parser("info", help="print the version and the active implementation")
+    return parser
+
+
+# --------------------------------------------------------------------------- listing
+
+
+def _show(text: str) -> str:
+    """Header text as it reads best: unchanged when printable, else as a quoted repr."""
+    return text if text.isprintable() else repr(text)
+
+
+def _preview(frame: Any) -> str:
+    body = frame.body
+    if not body:
+        return "body: 0 bytes"
+    try:
+        text = spec.body_text(frame, default_charset="utf-8")
+    except ValueError:  # binary: not decodable with its (or the default) charset
+        shown = repr(body[:_BYTES_PREVIEW])
+        more = "..." if len(body) > _BYTES_PREVIEW else ""
+    else:
+        shown = repr(text[:_TEXT_PREVIEW])
+        more = "..." if len(text) > _TEXT_PREVIEW else ""
+    return f"body: {len(body)} bytes {shown}{more}"
+
+
+class _Listing:
+    """Prints frames as they are decoded and keeps the totals for the summary."""
+
+    def __init__(self, out: IO[str], quiet: bool) -> None:
+        self.out = out
+        self.quiet = quiet
+        self.commands: Counter[str] = Counter()
+        self.body_bytes = 0
+
+    def show(self, items: List[Any]) -> None:
+        for item in items:
+            if isinstance(item, fastframe.Heartbeat):
+                if not self.quiet:
+                    print(f"@{item.offset} heart-beat {item.eol!r}", file=self.out)
+                continue
+            self.commands[item.command] += 1
+            self.body_bytes += len(item.body)
+            if self.quiet:
+                continue
+            lines = [f"#{sum(self.commands.values())} @{item.offset} {_show(item.command)}"]
+            lines += [f"  {_show(name)}: {_show(value)}" for name, value in item.headers]
+            lines.append("  " + _preview(item))
+            print("\n".join(lines), file=self.out)
+
+    def summary(self, heartbeats: int, size: int) -> str:
+        frames = sum(self.commands.values())
+        kinds = ", ".join(f"{command} {n}" for command, n in sorted(self.commands.items()))
+        return (
+            f"summary: {frames} frames ({kinds or 'none'}), {heartbeats} heart-beats, "
+            f"{size} bytes ({self.body_bytes} in bodies)"
+        )
+
+
+def _decode_stream(stream: IO[bytes], name: str, chunk: int, decoder: Any, listing: _Listing) -> int:
+    """Feed ``stream`` to ``decoder`` in ``chunk``-byte pieces; 0, or 1 after a decode error."""
+    try:
+        while True:
+            data = stream.read(chunk)
+            if not data:
+                break
+            listing.show(decoder.feed(data))
+        decoder.close()
+    except fastframe.DecodeError as err:
+        listing.show(err.frames)  # what the failing feed() completed is still valid
+        print(f"{name}:{err.offset}: {err.reason} (near {err.excerpt!r})", file=sys.stderr)
+        return 1
+    print(listing.summary(decoder.heartbeats, decoder.bytes_fed), file=listing.out)
+    return 0
+
+
+def _cmd_decode(args: argparse.Namespace) -> int:
+    decoder = fastframe.Decoder(
+        args.version,
+        strict=args.strict,
+        escapes=args.escapes,
+        allow_missing_colon=args.allow_missing_colon,
+        keep_undefined_escapes=args.keep_undefined_escapes,
+        heartbeat_events=args.heartbeats,
+    )
+    listing = _Listing(sys.stdout, quiet=args.summary)
+    chunk = args.chunk or _READ_SIZE
+    if args.file == "-":
+        return _decode_stream(sys.stdin.buffer, "<stdin>", chunk, decoder, listing)
+    try:
+        stream = open(args.file, "rb")
+    except OSError as exc:
+        print(f"{args.file}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    with stream:
+        return _decode_stream(stream, args.file, chunk, decoder, listing)
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    data = sample.generate_stream(args.frames, seed=args.seed, crlf=args.crlf)
+    if args.out == "-":
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return 0
+    try:
+        with open(args.out, "wb") as out:
+            out.write(data)
+    except OSError as exc:
+        print(f"{args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.frames} frames ({len(data)} bytes, seed {args.seed}) to {args.out}")
+    return 0
+
+
+def _implementation_line() -> str:
+    twin = "compiled (Cython)" if fastframe.IMPLEMENTATION == "c" else "pure Python"
+    return f"implementation: {fastframe.IMPLEMENTATION} ({twin})"
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    print(f"fastframe {fastframe.__version__} demo, {_implementation_line()}")
+    data = sample.generate_stream(args.frames, seed=args.seed, crlf=args.crlf)
+    with tempfile.TemporaryDirectory(prefix="fastframe-demo-") as tmp:
+        path = os.path.join(tmp, "sample.stomp")
+        with open(path, "wb") as out:
+            out.write(data)
+        print(f"generated {args.frames} frames ({len(data)} bytes, seed {args.seed}) in {path}")
+        print(f"decoding it in {_DEMO_CHUNK}-byte pieces:")
+        with open(path, "rb") as stream:
+            return _decode_stream(stream, path, _DEMO_CHUNK, fastframe.Decoder("1.2"), _Listing(sys.stdout, False))
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    print(f"fastframe {fastframe.__version__}")
+    print(_implementation_line())
+    print(f"python: {platform.python_version()} ({platform.python_implementation()})")
+    print(f"STOMP versions: {', '.join(fastframe.VERSIONS)}")
+    return 0
+
+
+_COMMANDS = {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info}
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
+    args = _build_parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # the reader went away (| head): stop quietly, and keep Python from
+        # complaining again when it flushes stdout at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
