@@ -12,8 +12,7 @@ which raises the reference error.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.list cimport PyList_Append, PyList_AsTuple
-from cpython.ref cimport Py_INCREF, PyObject
+from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, realloc
@@ -53,6 +52,10 @@ from ._options import decoder_options, encoder_options
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object text)
+    Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
+    void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
 
 __all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
 
@@ -64,6 +67,8 @@ cdef enum:
     COLON = 58
     BACKSLASH = 92
     MAX_INTERNED = 64
+    CACHE_SLOTS = 512  # per-decoder cache of short ASCII names and values
+    CACHE_MAX_SIZE = 48
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
 
@@ -113,6 +118,23 @@ cdef inline object _lookup(Interned *table, int count, const char *data, Py_ssiz
         if table[i].size == size and table[i].data[0] == data[0] and memcmp(table[i].data, data, size) == 0:
             return <object>table[i].text
     return None
+
+
+cdef inline str _ascii(const unsigned char *data, Py_ssize_t size):
+    """A str from bytes known to be ASCII: no decoding, one copy."""
+    cdef object text = PyUnicode_New(size, 127)
+    memcpy(PyUnicode_DATA(text), data, size)
+    return <str>text
+
+
+cdef inline size_t _slot(const unsigned char *data, Py_ssize_t size) noexcept:
+    # cheap: length and the first and last few bytes; a collision only costs a miss
+    cdef size_t h = <size_t>size * 0x9E3779B1u
+    cdef Py_ssize_t k
+    for k in range(min(size, 4)):
+        h = (h ^ data[k]) * 0x01000193u
+        h = (h ^ data[size - 1 - k]) * 0x01000193u
+    return (h ^ (h >> 15)) & (CACHE_SLOTS - 1)
 
 
 # ---------------------------------------------------------------- frame
@@ -279,7 +301,9 @@ cdef class Decoder:
     cdef Py_ssize_t fs, ls, scan, bs, bscan, cl
     cdef str command
     cdef bint escaped
-    cdef list headers
+    cdef PyObject **pairs  # the (name, value) tuples of the frame in progress (owned)
+    cdef Py_ssize_t n_pairs, pairs_cap
+    cdef PyObject *cache[CACHE_SLOTS]  # short ASCII names and values seen lately (owned)
     cdef object error
     # scratch space for unescaping
     cdef char *scratch
@@ -288,10 +312,25 @@ cdef class Decoder:
     def __cinit__(self):
         self.buf = NULL
         self.scratch = NULL
+        self.pairs = NULL
+        self.n_pairs = self.pairs_cap = 0
+        cdef int i
+        for i in range(CACHE_SLOTS):
+            self.cache[i] = NULL
 
     def __dealloc__(self):
+        cdef int i
+        self._drop_pairs()
+        free(self.pairs)
+        for i in range(CACHE_SLOTS):
+            Py_XDECREF(self.cache[i])
         free(self.buf)
         free(self.scratch)
+
+    cdef void _drop_pairs(self) noexcept:
+        while self.n_pairs:
+            self.n_pairs -= 1
+            Py_DECREF(<object>self.pairs[self.n_pairs])
 
     def __init__(self, version="1.2", **options):
         opts = decoder_options(version, **options)
@@ -321,15 +360,13 @@ cdef class Decoder:
         self.phase = BETWEEN
         self.error = None
         self.heartbeats = 0
-        self.headers = []
         self._start_frame(0)
 
     cdef inline void _start_frame(self, Py_ssize_t index):
         self.fs = self.ls = self.scan = index
         self.command = None
         self.escaped = True
-        if self.headers:
-            del self.headers[:]
+        self._drop_pairs()
         self.cl = self.bs = self.bscan = -1
 
     @property
@@ -547,7 +584,7 @@ cdef class Decoder:
         cdef Py_ssize_t fs = self.fs
         cdef Py_ssize_t line_at, frame_at
         cdef bint line_exceeded
-        if self.command is not None and content_end > ls and len(self.headers) >= self.max_count:
+        if self.command is not None and content_end > ls and self.n_pairs >= self.max_count:
             self._fail(LimitExceededError, TOO_MANY_HEADERS.format(self.max_count), ls, fs, "max_header_count")
         line_exceeded = content_end - ls > self.max_line
         if line_exceeded or frame_exceeded:
@@ -611,9 +648,21 @@ cdef class Decoder:
             self.scratch_cap = max(size, 256)
         return self.scratch
 
+    cdef str _cached(self, const unsigned char *p, Py_ssize_t size):
+        """The str of short ASCII bytes, from the cache when it was seen lately."""
+        cdef size_t slot = _slot(p, size)
+        cdef PyObject *hit = self.cache[slot]
+        if hit != NULL and PyUnicode_GET_LENGTH(hit) == size and memcmp(PyUnicode_DATA_PTR(hit), p, size) == 0:
+            return <str>hit
+        text = _ascii(p, size)
+        Py_XDECREF(hit)
+        Py_INCREF(text)
+        self.cache[slot] = <PyObject *>text
+        return text
+
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    cdef object _field(self, const unsigned char *p, Py_ssize_t size, bint has_escape, bint is_name):
+    cdef object _field(self, const unsigned char *p, Py_ssize_t size, bint has_escape, bint high, bint is_name):
         """Decode one name or value; None when it has an undefined escape or bad UTF-8."""
         cdef Py_ssize_t i = 0, n = 0
         cdef char *out
@@ -621,10 +670,14 @@ cdef class Decoder:
         if size == 0:
             return ""
         if not has_escape:
-            if is_name:
-                text = _lookup(_names, _n_names, <const char *>p, size)
-                if text is not None:
-                    return text
+            if not high:
+                if is_name:
+                    text = _lookup(_names, _n_names, <const char *>p, size)
+                    if text is not None:
+                        return text
+                if size <= CACHE_MAX_SIZE:
+                    return self._cached(p, size)
+                return _ascii(p, size)
             try:
                 return PyUnicode_DecodeUTF8(<char *>p, size, NULL)
             except UnicodeDecodeError:
@@ -643,6 +696,8 @@ cdef class Decoder:
             out[n] = <char>c
             n += 1
             i += 1
+        if not high:
+            return _ascii(<const unsigned char *>out, n)
         try:
             return PyUnicode_DecodeUTF8(out, n, NULL)
         except UnicodeDecodeError:
@@ -653,7 +708,7 @@ cdef class Decoder:
     cdef int _parse_header(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
         cdef Py_ssize_t colon = -1, i, value_at
         cdef unsigned char c
-        cdef bint bad = False, name_escape = False, value_escape = False
+        cdef bint bad = False, name_escape = False, value_escape = False, name_high = False, value_high = False
         cdef bint unescape = self.escaped and self.escapes != 0
         cdef bint colon_ok = self.colon_ok or not self.escaped
         cdef unsigned long long length = 0
@@ -661,19 +716,23 @@ cdef class Decoder:
         # one pass: find the colon, and anything that needs a closer look
         for i in range(ls, content_end):
             c = b[i]
-            if c > COLON or (c != 0 and c != CR and c != COLON):
+            if c > COLON:
                 if c == BACKSLASH:
                     if colon < 0:
                         name_escape = True
                     else:
                         value_escape = True
-                continue
-            if c == COLON:
+                elif c >= 0x80:
+                    if colon < 0:
+                        name_high = True
+                    else:
+                        value_high = True
+            elif c == COLON:
                 if colon < 0:
                     colon = i
                 elif not colon_ok:
                     bad = True
-            elif c == 0 or not self.bare_cr_ok:
+            elif c == 0 or (c == CR and not self.bare_cr_ok):
                 bad = True
         if colon < 0:
             if not self.missing_colon_ok:
@@ -686,8 +745,8 @@ cdef class Decoder:
                 bad = True
         if bad:
             self._diagnose(b, ls, content_end)
-        name = self._field(b + ls, colon - ls, name_escape and unescape, True)
-        value = self._field(b + value_at, content_end - value_at, value_escape and unescape, False)
+        name = self._field(b + ls, colon - ls, name_escape and unescape, name_high, True)
+        value = self._field(b + value_at, content_end - value_at, value_escape and unescape, value_high, False)
         if name is None or value is None:
             self._diagnose(b, ls, content_end)
         if self.cl < 0 and colon - ls == 14 and memcmp(b + ls, b"content-length", 14) == 0:
@@ -707,8 +766,30 @@ cdef class Decoder:
         Py_INCREF(value)
         PyTuple_SET_ITEM(pair, 1, value)
         PyObject_GC_UnTrack(<void *>pair)  # holds two str: can never be in a cycle
-        PyList_Append(self.headers, pair)
+        self._push_pair(pair)
         return 0
+
+    cdef int _push_pair(self, tuple pair) except -1:
+        cdef PyObject **grown
+        if self.n_pairs == self.pairs_cap:
+            grown = <PyObject **>realloc(self.pairs, max(16, 2 * self.pairs_cap) * sizeof(PyObject *))
+            if grown == NULL:
+                raise MemoryError()
+            self.pairs = grown
+            self.pairs_cap = max(16, 2 * self.pairs_cap)
+        Py_INCREF(pair)
+        self.pairs[self.n_pairs] = <PyObject *>pair
+        self.n_pairs += 1
+        return 0
+
+    cdef tuple _take_pairs(self):
+        """The frame's headers as a tuple; the references move into it."""
+        cdef tuple headers = PyTuple_New(self.n_pairs)
+        cdef Py_ssize_t i
+        for i in range(self.n_pairs):
+            PyTuple_SET_ITEM(headers, i, <object>self.pairs[i])  # steals the owned reference
+        self.n_pairs = 0
+        return headers
 
     cdef int _begin_body(self, Py_ssize_t bs) except -1:
         """The head is complete: checks that need the whole head, then the body phase."""
@@ -757,7 +838,7 @@ cdef class Decoder:
                 self.bscan = end
                 return False
             nul = hit - b
-        headers = PyList_AsTuple(self.headers)
+        headers = self._take_pairs()
         PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
         out.append(_make_frame(
             self.command, headers, PyBytes_FromStringAndSize(<const char *>b + bs, nul - bs), self.base + fs
@@ -971,11 +1052,11 @@ cdef inline bint _is_decimal(const char *data, Py_ssize_t size, Py_ssize_t expec
     if size == 0:
         return False
     for i in range(size):
-        if data[i] < b'0' or data[i] > b'9':
+        if data[i] < 48 or data[i] > 57:  # not '0'-'9'
             return False
         if value > <unsigned long long>expected:
             return False  # already too big; stops an overflow too
-        value = value * 10 + <unsigned long long>(data[i] - b'0')
+        value = value * 10 + <unsigned long long>(data[i] - 48)
     return value == <unsigned long long>expected
 
 
