@@ -421,7 +421,11 @@ cdef class Decoder:
             self.cur = self.buf
             self._cur_end = self.end
             what = "a frame" if self.phase != BETWEEN else "an EOL"
-            self._fail(TruncatedError, TRUNCATED.format(what, self.base + self.pos), self.end, self.pos, "")
+            try:
+                self._fail(TruncatedError, TRUNCATED.format(what, self.base + self.pos), self.end, self.pos, "")
+            except FrameError as error:
+                self.error = error
+                raise
 
     # -- buffer ----------------------------------------------------------------
 

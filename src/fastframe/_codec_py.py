@@ -339,7 +339,11 @@ class Decoder:
         end = len(self._buf)
         if self._pos < end:
             what = "a frame" if self._phase != _BETWEEN else "an EOL"
-            self._fail(TruncatedError, TRUNCATED.format(what, self._base + self._pos), end, self._pos)
+            try:
+                self._fail(TruncatedError, TRUNCATED.format(what, self._base + self._pos), end, self._pos)
+            except FrameError as error:
+                self._error = error
+                raise
 
     # -- internals -----------------------------------------------------------
 
@@ -446,7 +450,7 @@ class Decoder:
                 except _UndefinedEscape:
                     return False
             if cl < 0 and name == "content-length":
-                if not (value.isdigit() and value.isascii()):
+                if not (value.isdigit() and value.isascii()) or len(value) > 19:
                     return False
                 cl = int(value)
                 if cl > self._max_body:
@@ -528,7 +532,7 @@ class Decoder:
             name = self._unescape(name)
             value = self._unescape(value)
         if first_length and name_b == b"content-length":
-            self._cl = int(value_b)
+            self._cl = int(value_b)  # checked above: decimal, within max_body_size
         self._headers.append((name, value))
 
     def _begin_body(self, bs: int) -> None:

@@ -126,7 +126,7 @@ def header_problem(
             problem(value_at, ContentLengthError, "empty content-length")
         elif bad >= 0:
             problem(value_at + bad, ContentLengthError, "content-length is not a decimal number")
-        elif int(value) > MAX_CONTENT_LENGTH:
+        elif len(value.lstrip(b"0")) > 19 or int(value) > MAX_CONTENT_LENGTH:  # no int() of huge strings
             problem(value_at, ContentLengthError, "content-length out of range")
         elif int(value) > content_length_max:
             problem(
