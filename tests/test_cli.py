@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,7 +19,6 @@ import fastframe
 from fastframe import cli, sample
 from fastframe.spec import frame_problems
 
-from conftest import REPO
 
 FRAME_LINE = re.compile(r"^#(\d+) @(\d+) (\S+)$", re.M)
 SUMMARY = re.compile(r"^summary: (\d+) frames \((.*)\), (\d+) heart-beats, (\d+) bytes \((\d+) in bodies\)$", re.M)
@@ -263,7 +263,9 @@ def test_info(twin, capsys):
 def test_python_dash_m(tmp_path):
     """``python -m fastframe`` in a fresh interpreter, with the default twin."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "src"), env.get("PYTHONPATH")]))
+    # the fastframe this test imported: a source tree's src/, or an installed wheel's site-packages
+    where = str(Path(fastframe.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [where, env.get("PYTHONPATH")]))
     result = subprocess.run(
         [sys.executable, "-m", "fastframe", "demo", "--frames", "3"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
