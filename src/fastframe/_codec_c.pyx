@@ -155,9 +155,9 @@ cdef class Frame:
 
     # Fields hold only str, bytes and tuples of str, so a Frame can never be
     # part of a reference cycle: the type is left out of the cyclic GC.
-    cdef readonly str command
-    cdef readonly tuple headers
-    cdef readonly bytes body
+    cdef str _command
+    cdef tuple _headers
+    cdef bytes _body
     cdef Py_ssize_t _offset
 
     __fastframe_frame__ = True
@@ -165,10 +165,25 @@ cdef class Frame:
     def __init__(self, command, headers=(), body=b""):
         if not isinstance(command, str):
             raise TypeError(f"command must be str, not {type(command).__name__}")
-        self.command = str(command)
-        self.headers = _codec_py._normalize_headers(headers)
-        self.body = _codec_py._body_bytes(body)
+        self._command = str(command)
+        self._headers = _codec_py._normalize_headers(headers)
+        self._body = _codec_py._body_bytes(body)
         self._offset = -1
+
+    @property
+    def command(self):
+        """The command, e.g. ``"MESSAGE"``."""
+        return self._command
+
+    @property
+    def headers(self):
+        """Every header as ``(name, value)``, in wire order, repeats kept, unescaped."""
+        return self._headers
+
+    @property
+    def body(self):
+        """The body octets."""
+        return self._body
 
     @property
     def offset(self):
@@ -177,7 +192,7 @@ cdef class Frame:
 
     def get(self, name, default=None):
         """The value of the first header called ``name``, else ``default``."""
-        for pair in self.headers:
+        for pair in self._headers:
             if (<tuple>pair)[0] == name:
                 return (<tuple>pair)[1]
         return default
@@ -197,14 +212,14 @@ cdef class Frame:
     def __eq__(self, other):
         if not getattr(other, "__fastframe_frame__", False):
             return NotImplemented
-        return self.command == other.command and self.headers == other.headers and self.body == other.body
+        return self._command == other.command and self._headers == other.headers and self._body == other.body
 
     def __ne__(self, other):
         result = self.__eq__(other)
         return result if result is NotImplemented else not result
 
     def __hash__(self):
-        return hash((self.command, self.headers, self.body))
+        return hash((self._command, self._headers, self._body))
 
     def __repr__(self):
         return f"Frame({self.command!r}, {self.headers!r}, {_codec_py._body_repr(self.body)})"
@@ -215,9 +230,9 @@ cdef class Frame:
 
 cdef inline Frame _make_frame(str command, tuple headers, bytes body, Py_ssize_t offset):
     cdef Frame frame = Frame.__new__(Frame)
-    frame.command = command
-    frame.headers = headers
-    frame.body = body
+    frame._command = command
+    frame._headers = headers
+    frame._body = body
     frame._offset = offset
     return frame
 
@@ -886,7 +901,7 @@ cdef class Encoder:
         if type(frame) is Frame:
             if headers is not None or body is not None:
                 raise TypeError("pass either a Frame or (command, headers, body), not both")
-            result = self._encode((<Frame>frame).command, (<Frame>frame).headers, (<Frame>frame).body)
+            result = self._encode((<Frame>frame)._command, (<Frame>frame)._headers, (<Frame>frame)._body)
         elif getattr(frame, "__fastframe_frame__", False):
             if headers is not None or body is not None:
                 raise TypeError("pass either a Frame or (command, headers, body), not both")

@@ -674,7 +674,7 @@ def encode(
     ``escapes`` picks the escape set (default: the version's; "1.2" always
     escapes, as RabbitMQ expects on any version). ``content_length``: None adds
     it when the body is non-empty, True always, False only when the body
-    contains NUL. ``eol`` is "\n" or "\r\n". A content-length header given by
+    contains NUL. ``eol`` is "\\n" or "\\r\\n". A content-length header given by
     the caller is kept, and must match the body.
     """
     return _encoder(version, escapes, content_length, eol).encode(frame, headers, body)

@@ -1,0 +1,8 @@
+# The compiled twin has exactly the Python twin's API: type checkers read the reference.
+from ._codec_py import IMPLEMENTATION as IMPLEMENTATION
+from ._codec_py import Decoder as Decoder
+from ._codec_py import Encoder as Encoder
+from ._codec_py import Frame as Frame
+from ._codec_py import Heartbeat as Heartbeat
+from ._codec_py import decode as decode
+from ._codec_py import encode as encode
