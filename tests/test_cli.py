@@ -20,6 +20,7 @@ from fastframe import cli, sample
 from fastframe.spec import frame_problems
 
 
+TWIN_NAMES = {"c": "(the compiled Cython twin)", "python": "(the pure-Python twin)"}
 FRAME_LINE = re.compile(r"^#(\d+) @(\d+) (\S+)$", re.M)
 SUMMARY = re.compile(r"^summary: (\d+) frames \((.*)\), (\d+) heart-beats, (\d+) bytes \((\d+) in bodies\)$", re.M)
 
@@ -239,9 +240,8 @@ def test_demo(twin, capsys):
     status, out, err = run(capsys, "demo", "--frames", "6", "--seed", "4")
     assert status == 0 and err == ""
     lines = out.splitlines()
-    assert lines[0] == f"fastframe {fastframe.__version__} demo, implementation: {twin.IMPLEMENTATION} " + (
-        "(compiled (Cython))" if twin.IMPLEMENTATION == "c" else "(pure Python)"
-    )
+    implementation = f"implementation: {twin.IMPLEMENTATION} {TWIN_NAMES[twin.IMPLEMENTATION]}"
+    assert lines[0] == f"fastframe {fastframe.__version__} demo, {implementation}"
     size = len(sample.generate_stream(6, seed=4))
     assert re.fullmatch(rf"generated 6 frames \({size} bytes, seed 4\) in .*sample\.stomp", lines[1])
     assert len(FRAME_LINE.findall(out)) == 6
@@ -255,7 +255,7 @@ def test_info(twin, capsys):
     assert status == 0
     assert out.splitlines()[:2] == [
         f"fastframe {fastframe.__version__}",
-        f"implementation: {twin.IMPLEMENTATION} " + ("(compiled (Cython))" if twin.IMPLEMENTATION == "c" else "(pure Python)"),
+        f"implementation: {twin.IMPLEMENTATION} " + TWIN_NAMES[twin.IMPLEMENTATION],
     ]
     assert "STOMP versions: 1.0, 1.1, 1.2" in out
 

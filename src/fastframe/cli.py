@@ -209,7 +209,7 @@ def _cmd_sample(args: argparse.Namespace) -> int:
 
 
 def _implementation_line() -> str:
-    twin = "compiled (Cython)" if fastframe.IMPLEMENTATION == "c" else "pure Python"
+    twin = "the compiled Cython twin" if fastframe.IMPLEMENTATION == "c" else "the pure-Python twin"
     return f"implementation: {fastframe.IMPLEMENTATION} ({twin})"
 
 
