@@ -266,6 +266,7 @@ def test_python_dash_m(tmp_path):
     # the fastframe this test imported: a source tree's src/, or an installed wheel's site-packages
     where = str(Path(fastframe.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [where, env.get("PYTHONPATH")]))
+    env["PYTHONIOENCODING"] = "ascii"  # like a pipe on Windows: the listing's UTF-8 must not crash it
     result = subprocess.run(
         [sys.executable, "-m", "fastframe", "demo", "--frames", "3"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
@@ -277,6 +278,7 @@ def test_python_dash_m(tmp_path):
     )  # fmt: skip
     assert f"implementation: {probe.stdout.strip()} " in result.stdout.splitlines()[0]
     assert result.stdout.splitlines()[-1].startswith("summary: 3 frames (CONNECTED 1, MESSAGE 2)")
+    assert "\\u" in result.stdout or "\\x" in result.stdout  # non-ASCII text shown escaped
 
 
 # --------------------------------------------------------------------------- the sample generator

@@ -240,6 +240,11 @@ _COMMANDS = {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "i
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
     args = _build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        # header values are any Unicode: never die on a console that cannot show them
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
     try:
         return _COMMANDS[args.command](args)
     except BrokenPipeError:
