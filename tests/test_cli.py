@@ -19,7 +19,6 @@ import fastframe
 from fastframe import cli, sample
 from fastframe.spec import frame_problems
 
-
 TWIN_NAMES = {"c": "(the compiled Cython twin)", "python": "(the pure-Python twin)"}
 FRAME_LINE = re.compile(r"^#(\d+) @(\d+) (\S+)$", re.M)
 SUMMARY = re.compile(r"^summary: (\d+) frames \((.*)\), (\d+) heart-beats, (\d+) bytes \((\d+) in bodies\)$", re.M)

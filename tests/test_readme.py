@@ -13,10 +13,9 @@ import re
 import pytest
 
 import fastframe
+from conftest import REPO
 from fastframe import _options
 from fastframe._errors import DecodeError
-
-from conftest import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README, re.M | re.S)
@@ -71,7 +70,9 @@ def test_error_table_matches_the_classes():
     rows = _table(_section("Errors"))
     listed = {row[0].strip("`"): row[1].strip("`") for row in rows}
     classes = {name: getattr(fastframe, name) for name in fastframe.__all__}
-    errors = {name: cls for name, cls in classes.items() if isinstance(cls, type) and issubclass(cls, fastframe.FrameError)}
+    errors = {
+        name: cls for name, cls in classes.items() if isinstance(cls, type) and issubclass(cls, fastframe.FrameError)
+    }
     errors["fastframe.spec.ValidationError"] = spec.ValidationError
     assert set(listed) == set(errors) - {"FrameError"}
     for name, code in listed.items():

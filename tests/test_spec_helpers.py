@@ -165,7 +165,9 @@ def test_server_must_not_send_client_frames(codec, command):
     assert frame_problems(frame, "1.2", "client") == []
 
 
-@pytest.mark.parametrize("command", sorted((fastframe.CLIENT_COMMANDS | fastframe.SERVER_COMMANDS) - {"SEND", "MESSAGE", "ERROR"}))
+@pytest.mark.parametrize(
+    "command", sorted((fastframe.CLIENT_COMMANDS | fastframe.SERVER_COMMANDS) - {"SEND", "MESSAGE", "ERROR"})
+)
 def test_body_only_on_send_message_error(codec, command):
     required = dict.fromkeys(spec.REQUIRED_HEADERS["1.2"][command], "x")
     assert frame_problems(codec.Frame(command, required), "1.2") == []
@@ -455,6 +457,8 @@ def test_body_text_errors(codec):
 
 
 def test_body_text_of_decoded_frame(codec):
-    wire = b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:0\ncontent-type:text/plain;charset=latin-1\n\n\xe9t\xe9\0"
+    wire = (
+        b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:0\ncontent-type:text/plain;charset=latin-1\n\n\xe9t\xe9\0"
+    )
     (frame,) = codec.decode(wire)
     assert body_text(frame) == "\u00e9t\u00e9"

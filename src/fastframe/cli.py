@@ -73,7 +73,9 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     dec.add_argument("--strict", action="store_true", help="refuse unknown commands, bodies where none is allowed, "
                      "raw ':' in values and bare CR")  # fmt: skip
-    dec.add_argument("--allow-missing-colon", action="store_true", help="accept header lines without ':' (ActiveMQ 1.0)")
+    dec.add_argument(
+        "--allow-missing-colon", action="store_true", help="accept header lines without ':' (ActiveMQ 1.0)"
+    )
     dec.add_argument(
         "--keep-undefined-escapes", action="store_true", help="keep undefined escapes such as \\t literally (ActiveMQ)"
     )

@@ -49,7 +49,11 @@ def _hex(rng: random.Random, digits: int) -> str:
 
 def _json_body(rng: random.Random, seq: int) -> bytes:
     items = [
-        {"sku": f"SKU-{rng.randrange(10000):04d}", "qty": rng.randrange(1, 10), "price": rng.randrange(100, 99999) / 100}
+        {
+            "sku": f"SKU-{rng.randrange(10000):04d}",
+            "qty": rng.randrange(1, 10),
+            "price": rng.randrange(100, 99999) / 100,
+        }
         for _ in range(rng.randrange(1, 8))
     ]
     doc = {
