@@ -127,6 +127,18 @@ cdef inline str _ascii(const unsigned char *data, Py_ssize_t size):
     return <str>text
 
 
+cdef struct CacheSlot:
+    PyObject *text  # owned
+    Py_ssize_t size
+    unsigned long long head  # the first (up to) 8 bytes: most misses are told without touching text
+
+
+cdef inline unsigned long long _head8(const unsigned char *data, Py_ssize_t size) noexcept:
+    cdef unsigned long long head = 0
+    memcpy(&head, data, min(size, 8))
+    return head
+
+
 cdef inline size_t _slot(const unsigned char *data, Py_ssize_t size) noexcept:
     # cheap: length and the first and last few bytes; a collision only costs a miss
     cdef size_t h = <size_t>size * 0x9E3779B1u
@@ -318,7 +330,7 @@ cdef class Decoder:
     cdef bint escaped
     cdef PyObject **pairs  # the (name, value) tuples of the frame in progress (owned)
     cdef Py_ssize_t n_pairs, pairs_cap
-    cdef PyObject *cache[CACHE_SLOTS]  # short ASCII names and values seen lately (owned)
+    cdef CacheSlot cache[CACHE_SLOTS]  # short ASCII names and values seen lately
     cdef object error
     # scratch space for unescaping
     cdef char *scratch
@@ -331,14 +343,15 @@ cdef class Decoder:
         self.n_pairs = self.pairs_cap = 0
         cdef int i
         for i in range(CACHE_SLOTS):
-            self.cache[i] = NULL
+            self.cache[i].text = NULL
+            self.cache[i].size = -1
 
     def __dealloc__(self):
         cdef int i
         self._drop_pairs()
         free(self.pairs)
         for i in range(CACHE_SLOTS):
-            Py_XDECREF(self.cache[i])
+            Py_XDECREF(self.cache[i].text)
         free(self.buf)
         free(self.scratch)
 
@@ -669,14 +682,18 @@ cdef class Decoder:
 
     cdef str _cached(self, const unsigned char *p, Py_ssize_t size):
         """The str of short ASCII bytes, from the cache when it was seen lately."""
-        cdef size_t slot = _slot(p, size)
-        cdef PyObject *hit = self.cache[slot]
-        if hit != NULL and PyUnicode_GET_LENGTH(hit) == size and memcmp(PyUnicode_DATA_PTR(hit), p, size) == 0:
-            return <str>hit
+        cdef CacheSlot *slot = &self.cache[_slot(p, size)]
+        cdef unsigned long long head = _head8(p, size)
+        if slot.size == size and slot.head == head and (
+            size <= 8 or memcmp(<char *>PyUnicode_DATA_PTR(slot.text) + 8, p + 8, size - 8) == 0
+        ):
+            return <str>slot.text
         text = _ascii(p, size)
-        Py_XDECREF(hit)
+        Py_XDECREF(slot.text)
         Py_INCREF(text)
-        self.cache[slot] = <PyObject *>text
+        slot.text = <PyObject *>text
+        slot.size = size
+        slot.head = head
         return text
 
     @cython.boundscheck(False)
