@@ -1108,7 +1108,7 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
     contains NUL. ``eol`` is "\\n" or "\\r\\n". A content-length header given by
     the caller is kept, and must match the body.
     """
-    key = (version, escapes, content_length, eol)
+    key = (version, type(version), escapes, type(escapes), content_length, type(content_length), eol, type(eol))
     encoder = _ENCODERS.get(key)
     if encoder is None:
         encoder = Encoder(version, escapes=escapes, content_length=content_length, eol=eol)

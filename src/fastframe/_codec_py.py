@@ -654,7 +654,7 @@ class Encoder:
         return b"".join((head, body_b, b"\0"))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=64, typed=True)  # typed: 1 == True, but 1 is refused
 def _encoder(version: str, escapes: Optional[str], content_length: Optional[bool], eol: str) -> Encoder:
     return Encoder(version, escapes=escapes, content_length=content_length, eol=eol)
 
