@@ -20,7 +20,8 @@ test: $(VENV)/.installed
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.installed
-	$(PY) -m bench.compare
+	mkdir -p out
+	$(PY) -m bench.compare --markdown out/bench.md --chart out/bench.png $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c
