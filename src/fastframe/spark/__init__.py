@@ -1,0 +1,72 @@
+"""STOMP archives as Spark tables: a ``stomp`` data source, and the same as plain functions.
+
+Needs the ``spark`` extra (``pip install fastframe[spark]``: PySpark and
+pyarrow); the codec itself never does. Which Spark gets which path:
+
+* Spark/PySpark 4.0 and newer: the Python Data Source API.
+  ``spark.read.format("stomp").load(path)`` and
+  ``df.write.format("stomp").mode("overwrite").save(path)`` work once the
+  source is registered, which happens on its own when fastframe is installed
+  in the interpreter Spark's Python workers run (PySpark imports the
+  ``pyspark_stomp`` module and finds its ``DefaultSource``); or explicitly
+  with :func:`register` (``spark.dataSource.register(StompDataSource)``).
+* PySpark 3.3 to 3.5: :func:`read_stomp` and :func:`write_stomp`, which do the
+  same over ``mapInArrow`` and give the same rows (they work on 4.x too).
+
+The rows (:data:`COLUMNS`, :func:`spark_schema`): one per frame with
+``path, offset, frame_index, command, headers`` (array of name/value structs
+in wire order), ``header_map`` (first wins), ``body`` (binary),
+``error_code, error_reason`` (error rows only) and ``codec`` (the twin that
+decoded it). Reader and writer options: see the README's Spark section and
+:func:`option_names`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "COLUMNS",
+    "SPARK_DDL",
+    "MalformedStompError",
+    "StompDataSource",
+    "generate_archive",
+    "get_session",
+    "option_names",
+    "read_stomp",
+    "register",
+    "spark_schema",
+    "write_index",
+    "write_stomp",
+]
+
+_LAZY = {
+    "COLUMNS": "._columns",
+    "SPARK_DDL": "._columns",
+    "MalformedStompError": "._read",
+    "StompDataSource": "._source",
+    "generate_archive": ".archive",
+    "get_session": ".session",
+    "register": ".session",
+    "option_names": "._options",
+    "read_stomp": "._compat",
+    "write_stomp": "._compat",
+    "spark_schema": "._schema",
+    "write_index": "._index",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # imported on use, so that `import fastframe.spark` works before the extra is installed
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> Any:
+    return sorted(list(globals()) + list(_LAZY))

@@ -1,0 +1,159 @@
+"""The row layout, and decoded frames turned into Arrow record batches.
+
+One row per frame; a malformed spot in a file becomes one error row (command,
+headers, header_map and body null; error_code and error_reason set). The
+Arrow types are exactly what Spark derives from :data:`SPARK_DDL` (the
+Python Data Source API refuses any other), which a test checks.
+
+Per batch, the work is a handful of list comprehensions over the frames and
+C-level conversions; the ``headers`` and ``header_map`` columns share their
+name and value arrays unless a frame repeats a header name.
+"""
+
+from __future__ import annotations
+
+from itertools import accumulate, chain
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+
+from ._columns import COLUMNS, COLUMN_NAMES, ERROR_NULL, SPARK_DDL  # noqa: F401  (re-exported)
+
+HEADER_STRUCT = pa.struct([pa.field("name", pa.string(), False), pa.field("value", pa.string(), False)])
+HEADERS_TYPE = pa.list_(pa.field("element", HEADER_STRUCT, False))
+MAP_TYPE = pa.map_(pa.field("key", pa.string(), False), pa.field("value", pa.string(), False))
+
+ARROW_TYPES: Dict[str, pa.DataType] = {
+    "path": pa.string(),
+    "offset": pa.int64(),
+    "frame_index": pa.int64(),
+    "command": pa.string(),
+    "headers": HEADERS_TYPE,
+    "header_map": MAP_TYPE,
+    "body": pa.binary(),
+    "error_code": pa.string(),
+    "error_reason": pa.string(),
+    "codec": pa.string(),
+}
+
+
+Field = Tuple[str, bool, pa.DataType]  # (name, nullable, Arrow type)
+
+
+def default_fields() -> List[Field]:
+    """Every column, with our nullability and types."""
+    return [(name, nullable, ARROW_TYPES[name]) for name, _, nullable, _ in COLUMNS]
+
+
+def arrow_schema(fields: Optional[Sequence[Field]] = None) -> pa.Schema:
+    """The Arrow schema of ``(name, nullable, type)`` fields (default: every column)."""
+    if fields is None:
+        fields = default_fields()
+    return pa.schema([pa.field(name, kind, nullable) for name, nullable, kind in fields])
+
+
+def _first_wins(frames: Sequence[Any], hs: List[Any], lens: List[int], flat: pa.StructArray) -> Tuple[Any, ...]:
+    """Keys, values and offsets of the header_map column.
+
+    ``Frame.header_map()`` (the codec's first-wins view) tells which frames
+    repeat a name; only those get their later repeats filtered out.
+    """
+    names, values = flat.field(0), flat.field(1)
+    repeated = [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
+    if not repeated:
+        return names, values, None
+    keep = [True] * len(flat)
+    new_lens = list(lens)
+    starts = list(accumulate(lens, initial=0))
+    for i in repeated:
+        seen = set()
+        start = starts[i]
+        for j, (name, _) in enumerate(hs[i]):
+            if name in seen:
+                keep[start + j] = False
+                new_lens[i] -= 1
+            else:
+                seen.add(name)
+    mask = pa.array(keep, pa.bool_())
+    offsets = pa.array(list(accumulate(new_lens, initial=0)), pa.int32())
+    return names.filter(mask), values.filter(mask), offsets
+
+
+_JOIN_BODIES = 1 << 20
+
+
+def _binary(bodies: List[bytes]) -> pa.Array:
+    """A binary column; large bodies are joined into one exact-size buffer.
+
+    ``pa.array`` grows its buffer by doubling, which for big bodies can hold
+    twice the batch in memory; one join holds it once (and is as fast there).
+    """
+    total = sum(map(len, bodies))
+    if total < _JOIN_BODIES:
+        return pa.array(bodies, pa.binary())
+    offsets = pa.array(list(accumulate(map(len, bodies), initial=0)), pa.int32())
+    return pa.Array.from_buffers(pa.binary(), len(bodies), [None, offsets.buffers()[1], pa.py_buffer(b"".join(bodies))])
+
+
+class BatchBuilder:
+    """Builds the record batches of one file (or one split of it)."""
+
+    def __init__(self, fields: Sequence[Field], path: str, codec: str) -> None:
+        self.schema = arrow_schema(fields)
+        self.names = [name for name, _, _ in fields]
+        self.types = {name: kind for name, _, kind in fields}
+        self.path = path
+        self.codec = codec
+
+    def _constant(self, value: str, n: int) -> pa.Array:
+        return pa.repeat(pa.scalar(value, pa.string()), n)
+
+    def frames(self, frames: Sequence[Any], offsets: Sequence[int], first_index: int) -> pa.RecordBatch:
+        """A batch of frames; ``offsets`` are their absolute offsets in the file."""
+        n = len(frames)
+        names = self.names
+        columns: Dict[str, pa.Array] = {}
+        if "headers" in names or "header_map" in names:
+            hs = [frame.headers for frame in frames]
+            lens = list(map(len, hs))
+            list_offsets = pa.array(list(accumulate(lens, initial=0)), pa.int32())
+            headers_type = self.types.get("headers", HEADERS_TYPE)
+            flat = pa.array(list(chain.from_iterable(hs)), headers_type.value_type)
+            if "headers" in names:
+                columns["headers"] = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
+            if "header_map" in names:
+                keys, items, map_offsets = _first_wins(frames, hs, lens, flat)
+                columns["header_map"] = pa.MapArray.from_arrays(
+                    list_offsets if map_offsets is None else map_offsets, keys, items, type=self.types["header_map"]
+                )
+        for name in names:
+            if name in columns:
+                continue
+            if name == "path":
+                columns[name] = self._constant(self.path, n)
+            elif name == "offset":
+                columns[name] = pa.array(offsets, pa.int64())
+            elif name == "frame_index":
+                columns[name] = pa.array(range(first_index, first_index + n), pa.int64())
+            elif name == "command":
+                columns[name] = pa.array([frame.command for frame in frames], pa.string())
+            elif name == "body":
+                columns[name] = _binary([frame.body for frame in frames])
+            elif name in ("error_code", "error_reason"):
+                columns[name] = pa.nulls(n, pa.string())
+            elif name == "codec":
+                columns[name] = self._constant(self.codec, n)
+        return pa.RecordBatch.from_arrays([columns[name] for name in names], schema=self.schema)
+
+    def error(self, offset: int, index: int, code: str, reason: str) -> pa.RecordBatch:
+        """The one-row batch that reports a malformed spot."""
+        values: Dict[str, Any] = {
+            "path": self.path,
+            "offset": offset,
+            "frame_index": index,
+            "error_code": code,
+            "error_reason": reason,
+            "codec": self.codec,
+        }
+        arrays = [pa.array([values.get(name)], self.types[name]) for name in self.names]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -1,0 +1,327 @@
+"""Reader and writer options: names, defaults, parsing and checking.
+
+Spark hands a data source its options as strings in a case-insensitive map;
+``read_stomp``/``write_stomp`` take Python values. Both go through here, so
+the two paths accept and refuse the same things. Names follow Spark's own file
+sources where one exists (``pathGlobFilter``, ``recursiveFileLookup``,
+``mode``, ``compression``, ``maxPartitionBytes``) and the codec's keyword
+arguments otherwise, in camelCase; ``snake_case`` spellings are accepted too,
+since the match ignores case, ``_`` and ``-``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
+
+import fastframe
+
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
+SPLIT_MODES = ("auto", "scan", "none")
+FILESYSTEMS = ("auto", "pyarrow", "fsspec")
+#: Compression by file name ending (the reader's "auto"), and the writer's choices.
+EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
+CODEC_SUFFIX = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
+COMPRESSIONS = ("none", "gzip", "zstd", "bz2")
+
+MiB = 1 << 20
+
+# The codec's Decoder keyword arguments, as option name -> (kwarg, kind).
+_DECODER_OPTIONS: Dict[str, Tuple[str, str]] = {
+    "version": ("version", "version"),
+    "strict": ("strict", "bool"),
+    "escapes": ("escapes", "version?"),
+    "allowColonInValue": ("allow_colon_in_value", "bool?"),
+    "allowBareCr": ("allow_bare_cr", "bool?"),
+    "allowMissingColon": ("allow_missing_colon", "bool"),
+    "keepUndefinedEscapes": ("keep_undefined_escapes", "bool"),
+    "maxHeaderCount": ("max_header_count", "int"),
+    "maxLineLength": ("max_line_length", "size"),
+    "maxBodySize": ("max_body_size", "size"),
+    "maxFrameSize": ("max_frame_size", "size"),
+}
+
+_READ_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    # name: (kind, default)
+    "path": ("str", None),
+    "paths": ("paths", None),
+    "pathGlobFilter": ("str", None),
+    "recursiveFileLookup": ("bool", False),
+    "mode": ("mode", "PERMISSIVE"),
+    "compression": ("compression", "auto"),
+    "filesystem": ("filesystem", "auto"),
+    "maxRecordsPerBatch": ("int", 10_000),
+    "maxBytesPerBatch": ("size", 16 * MiB),
+    "readBufferSize": ("size", 1 * MiB),
+    "maxPartitionBytes": ("size", 128 * MiB),
+    "openCostInBytes": ("size", 4 * MiB),
+    "minPartitions": ("int", 0),
+    "split": ("split", "auto"),
+}
+
+_WRITE_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "path": ("str", None),
+    "version": ("version", "1.2"),
+    "escapes": ("version?", None),
+    "contentLength": ("contentLength", None),
+    "eol": ("eol", "\n"),
+    "compression": ("wcompression", "none"),
+    "filesystem": ("filesystem", "auto"),
+    "writeIndex": ("bool", False),
+    "indexInterval": ("size", 4 * MiB),
+}
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", re.I)
+_SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from an int or a string such as ``"16m"``, ``"1g"``, ``"512KiB"`` (binary units, as Spark's)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.fullmatch(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use bytes, or a number with k, m, g or t)")
+    return int(match.group(1)) * _SIZE_FACTORS[match.group(2).lower()]
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _parse_int(value: Any) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"not an integer: {value!r}")
+    if isinstance(value, int):
+        return value
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"not an integer: {value!r}") from None
+
+
+def _choice(value: Any, choices: Tuple[str, ...], upper: bool = False) -> str:
+    text = str(value).strip()
+    text = text.upper() if upper else text.lower()
+    if text not in choices:
+        raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
+    return text
+
+
+def _parse_paths(value: Any) -> List[str]:
+    if isinstance(value, str):
+        # Spark passes several load() paths as a JSON array in "paths"
+        parsed = json.loads(value) if value.lstrip().startswith("[") else [value]
+    else:
+        parsed = list(value)
+    if not all(isinstance(p, str) for p in parsed):
+        raise ValueError(f"paths must be strings, not {value!r}")
+    return [os.fspath(p) for p in parsed]
+
+
+def _convert(kind: str, value: Any) -> Any:
+    if kind == "str":
+        return os.fspath(value) if not isinstance(value, str) else value
+    if kind == "paths":
+        return _parse_paths(value)
+    if kind == "bool":
+        return _parse_bool(value)
+    if kind == "bool?":
+        return None if value is None or str(value).lower() in ("", "none", "auto") else _parse_bool(value)
+    if kind == "int":
+        return _parse_int(value)
+    if kind == "size":
+        return parse_size(value)
+    if kind == "version":
+        return _choice(value, fastframe.VERSIONS)
+    if kind == "version?":
+        return None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, fastframe.VERSIONS)
+    if kind == "mode":
+        return _choice(value, MODES, upper=True)
+    if kind == "split":
+        return _choice(value, SPLIT_MODES)
+    if kind == "filesystem":
+        return _choice(value, FILESYSTEMS)
+    if kind == "compression":
+        return _choice(value, ("auto",) + COMPRESSIONS)
+    if kind == "wcompression":
+        text = _choice(value, COMPRESSIONS + ("uncompressed",))
+        return "none" if text == "uncompressed" else text
+    if kind == "contentLength":
+        # the codec's content_length: None = when the body is non-empty
+        if value is None:
+            return None
+        text = str(value).strip().lower()
+        table = {"auto": None, "always": True, "true": True, "never": False, "false": False}
+        if text not in table:
+            raise ValueError(f"{value!r} is not one of auto, always, never")
+        return table[text]
+    if kind == "eol":
+        text = str(value)
+        table = {"\n": "\n", "\r\n": "\r\n", "lf": "\n", "crlf": "\r\n"}
+        if text.lower() not in table and text not in table:
+            raise ValueError(f"{value!r} is not one of LF, CRLF")
+        return table.get(text, table.get(text.lower()))
+    raise AssertionError(kind)
+
+
+def _match(options: Mapping[str, Any], known: Dict[str, Any], what: str) -> Dict[str, Any]:
+    """Option values keyed by their canonical name; unknown names are refused."""
+    canonical = {_key(name): name for name in known}
+    out: Dict[str, Any] = {}
+    for name, value in options.items():
+        key = _key(name)
+        if key not in canonical:
+            names = ", ".join(sorted(known))
+            raise ValueError(f"unknown {what} option {name!r}; the options are: {names}")
+        out[canonical[key]] = value
+    return out
+
+
+class ReadOptions(NamedTuple):
+    """Checked reader options (picklable: they travel to the executors)."""
+
+    paths: Tuple[str, ...]
+    path_glob_filter: Optional[str]
+    recursive: bool
+    mode: str
+    compression: str
+    filesystem: str
+    max_records_per_batch: int
+    max_bytes_per_batch: int
+    read_buffer_size: int
+    max_partition_bytes: int
+    open_cost_in_bytes: int
+    min_partitions: int
+    split: str
+    decoder: Tuple[Tuple[str, Any], ...]  # Decoder keyword arguments, as pairs
+
+    @property
+    def decoder_kwargs(self) -> Dict[str, Any]:
+        return dict(self.decoder)
+
+
+class WriteOptions(NamedTuple):
+    """Checked writer options."""
+
+    path: str
+    version: str
+    escapes: Optional[str]
+    content_length: Optional[bool]
+    eol: str
+    compression: str
+    filesystem: str
+    write_index: bool
+    index_interval: int
+
+    def make_encoder(self, codec: Any = fastframe) -> Any:
+        return codec.Encoder(self.version, escapes=self.escapes, content_length=self.content_length, eol=self.eol)
+
+
+def read_options(options: Mapping[str, Any]) -> ReadOptions:
+    """Check reader options (strings from Spark, or Python values)."""
+    known: Dict[str, Any] = dict(_READ_OPTIONS)
+    known.update({name: ("decoder", None) for name in _DECODER_OPTIONS})
+    given = _match(options, known, "read")
+    values: Dict[str, Any] = {}
+    decoder: Dict[str, Any] = {}
+    for name, (kind, default) in known.items():
+        if name in _DECODER_OPTIONS:
+            if name in given:
+                kwarg, dkind = _DECODER_OPTIONS[name]
+                try:
+                    decoder[kwarg] = _convert(dkind, given[name])
+                except ValueError as exc:
+                    raise ValueError(f"option {name}: {exc}") from None
+            continue
+        try:
+            values[name] = _convert(kind, given[name]) if name in given else default
+        except ValueError as exc:
+            raise ValueError(f"option {name}: {exc}") from None
+    paths: List[str] = []
+    if values["path"] is not None:
+        paths.append(values["path"])
+    if values["paths"] is not None:
+        paths.extend(p for p in values["paths"] if p not in paths)
+    if not paths:
+        raise ValueError("no path given: use load(path), load([paths]) or option('path', ...)")
+    try:
+        fastframe.Decoder(**decoder)  # the codec checks its own options, once, on the driver
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"decoder option: {exc}") from None
+    for name in ("maxRecordsPerBatch", "maxBytesPerBatch", "readBufferSize", "maxPartitionBytes"):
+        if values[name] < 1:
+            raise ValueError(f"option {name} must be at least 1, not {values[name]}")
+    if values["maxBytesPerBatch"] > 1 << 30:
+        raise ValueError("option maxBytesPerBatch must be at most 1g (Arrow binary columns hold up to 2 GiB)")
+    if values["minPartitions"] < 0 or values["openCostInBytes"] < 0:
+        raise ValueError("options minPartitions and openCostInBytes must not be negative")
+    return ReadOptions(
+        paths=tuple(paths),
+        path_glob_filter=values["pathGlobFilter"],
+        recursive=values["recursiveFileLookup"],
+        mode=values["mode"],
+        compression=values["compression"],
+        filesystem=values["filesystem"],
+        max_records_per_batch=values["maxRecordsPerBatch"],
+        max_bytes_per_batch=values["maxBytesPerBatch"],
+        read_buffer_size=values["readBufferSize"],
+        max_partition_bytes=values["maxPartitionBytes"],
+        open_cost_in_bytes=values["openCostInBytes"],
+        min_partitions=values["minPartitions"],
+        split=values["split"],
+        decoder=tuple(sorted(decoder.items())),
+    )
+
+
+def write_options(options: Mapping[str, Any]) -> WriteOptions:
+    """Check writer options (strings from Spark, or Python values)."""
+    given = _match(options, _WRITE_OPTIONS, "write")
+    values: Dict[str, Any] = {}
+    for name, (kind, default) in _WRITE_OPTIONS.items():
+        try:
+            values[name] = _convert(kind, given[name]) if name in given else default
+        except ValueError as exc:
+            raise ValueError(f"option {name}: {exc}") from None
+    if not values["path"]:
+        raise ValueError("no path given: use save(path) or option('path', ...)")
+    if values["indexInterval"] < 1:
+        raise ValueError(f"option indexInterval must be at least 1, not {values['indexInterval']}")
+    opts = WriteOptions(
+        path=values["path"],
+        version=values["version"],
+        escapes=values["escapes"],
+        content_length=values["contentLength"],
+        eol=values["eol"],
+        compression=values["compression"],
+        filesystem=values["filesystem"],
+        write_index=values["writeIndex"],
+        index_interval=values["indexInterval"],
+    )
+    opts.make_encoder()  # the codec checks its own options
+    if opts.write_index and opts.compression != "none":
+        raise ValueError("writeIndex needs compression none: a compressed file cannot be split")
+    return opts
+
+
+def option_names(kind: str) -> List[str]:
+    """The documented option names of the reader (``"read"``) or the writer (``"write"``)."""
+    if kind == "read":
+        return sorted(list(_READ_OPTIONS) + list(_DECODER_OPTIONS))
+    return sorted(_WRITE_OPTIONS)

@@ -1,0 +1,223 @@
+"""Planning a read (files -> splits -> partitions) and reading one split.
+
+Runs without Spark: the data source, the ``mapInArrow`` fallback and the
+tests call the same two functions, :func:`plan` on the driver and
+:func:`read_split` in the tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from bisect import bisect_right
+from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+
+import fastframe
+
+from ._arrow import BatchBuilder, default_fields
+from ._fs import compression_for, iter_files, open_stream
+from ._index import choose_splits, load_checkpoints, scan_checkpoints
+from ._options import ReadOptions
+
+#: The codec module rows are decoded with: ``fastframe`` (whichever twin it
+#: picked). Tests point it at each twin module in turn.
+codec: Any = fastframe
+
+
+class Split(NamedTuple):
+    """A piece of one file that one task decodes: bytes ``[start, end)``; end -1 is the end of the file."""
+
+    path: str
+    start: int
+    end: int
+    first_index: int
+    size: int  # bytes on disk, for planning
+    compression: Optional[str]
+
+
+class MalformedStompError(RuntimeError):
+    """Raised in mode FAILFAST (and never caught by the reader)."""
+
+    def __init__(self, path: str, offset: int, code: str, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.code = code
+        self.reason = reason
+        super().__init__(
+            f"Malformed STOMP in {path} at offset {offset}: {reason} [{code}]. "
+            "Mode FAILFAST stops the job at the first malformed frame; use mode PERMISSIVE "
+            "(error rows) or DROPMALFORMED to read past it."
+        )
+
+    def __reduce__(self) -> Any:
+        return (type(self), (self.path, self.offset, self.code, self.reason))
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def list_files(opts: ReadOptions) -> List[Tuple[str, int]]:
+    """Every input file as ``(path, size)``, sorted by path."""
+    files = list(iter_files(opts.paths, opts.filesystem, opts.recursive, opts.path_glob_filter))
+    files.sort()
+    return files
+
+
+def max_split_bytes(opts: ReadOptions, files: Sequence[Tuple[str, int]], parallelism: int) -> int:
+    """Spark's rule for file sources: fill the cores, but no piece above maxPartitionBytes."""
+    total = sum(size + opts.open_cost_in_bytes for _, size in files)
+    per_core = total // max(1, parallelism)
+    return min(opts.max_partition_bytes, max(opts.open_cost_in_bytes, per_core))
+
+
+def plan(opts: ReadOptions, parallelism: Optional[int] = None) -> List[List[Split]]:
+    """The splits of every input file, packed into partitions (one task each).
+
+    Uncompressed files larger than the split size are cut at proven frame
+    boundaries only (a valid index sidecar, or a scan with ``split=scan``);
+    everything else is one split. Splits are packed largest first, each
+    partition up to the split size (counting ``openCostInBytes`` per split),
+    as Spark packs files.
+    """
+    if parallelism is None:
+        parallelism = opts.min_partitions or os.cpu_count() or 1
+    else:
+        parallelism = max(parallelism, opts.min_partitions)
+    files = list_files(opts)
+    target = max_split_bytes(opts, files, parallelism)
+    decoder_kwargs = opts.decoder_kwargs
+    splits: List[Split] = []
+    for path, size in files:
+        codec = compression_for(path, opts.compression)
+        pieces = None
+        if codec is None and size > target and opts.split != "none":
+            if opts.split == "scan":
+                checkpoints = scan_checkpoints(path, decoder_kwargs, max(1, target // 4), opts.filesystem)[0]
+            else:
+                checkpoints = load_checkpoints(path, size, decoder_kwargs, opts.filesystem)
+            if checkpoints:
+                pieces = choose_splits(checkpoints, size, target)
+        if pieces and len(pieces) > 1:
+            for start, end, first in pieces:
+                splits.append(Split(path, start, end, first, end - start, None))
+        else:
+            splits.append(Split(path, 0, -1, 0, size, codec))
+    # largest first, next-fit into partitions (Spark's FilePartition.getFilePartitions)
+    splits.sort(key=lambda s: (-s.size, s.path, s.start))
+    partitions: List[List[Split]] = []
+    current: List[Split] = []
+    current_size = 0
+    for split in splits:
+        if current and current_size + split.size > target:
+            partitions.append(current)
+            current, current_size = [], 0
+        current.append(split)
+        current_size += split.size + opts.open_cost_in_bytes
+    if current:
+        partitions.append(current)
+    for part in partitions:
+        part.sort(key=lambda s: (s.path, s.start))
+    return partitions
+
+
+# --------------------------------------------------------------------------- reading
+
+_announced = False
+
+
+def _announce_twin() -> None:
+    """Say once per worker process when the slow twin decodes (it would otherwise go unnoticed)."""
+    global _announced
+    if _announced:
+        return
+    _announced = True
+    if codec.IMPLEMENTATION != "c":
+        print(
+            f"fastframe.spark: worker pid {os.getpid()} decodes with the pure-Python twin "
+            f"(fastframe {fastframe.__version__}, {sys.executable}): the compiled module is not installed "
+            "on this node; the codec column says 'python'",
+            file=sys.stderr,
+        )
+
+
+def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] = None) -> Iterator[Any]:
+    """Stream one split through the incremental decoder; yield Arrow record batches.
+
+    Memory stays bounded: one read buffer, the decoder's partial frame, and
+    the frames of the batch being filled (at most maxRecordsPerBatch rows or
+    about maxBytesPerBatch bytes; a single larger frame makes its own batch).
+    """
+    _announce_twin()
+    builder = BatchBuilder(default_fields() if fields is None else fields, split.path, codec.IMPLEMENTATION)
+    decoder = codec.Decoder(**opts.decoder_kwargs)
+    max_rows = opts.max_records_per_batch
+    max_bytes = opts.max_bytes_per_batch
+    base = split.start
+    remaining = -1 if split.end < 0 else split.end - split.start
+    next_index = split.first_index
+    pending: List[Any] = []  # decoded frames not yet in a batch
+    offsets: List[int] = []  # their absolute offsets
+    consumed = base  # absolute offset where the decoder's unconsumed bytes start
+
+    def cut(final: bool) -> Iterator[Any]:
+        nonlocal next_index, pending, offsets
+        while pending:
+            n = len(pending)
+            size = consumed - offsets[0]
+            if not final and n < max_rows and size < max_bytes:
+                return
+            # the most frames that fit, by their offsets (bytes of frames[:k] = offsets[k] - offsets[0])
+            k = bisect_right(offsets, offsets[0] + max_bytes) - 1 if size > max_bytes else n
+            k = min(max(k, 1), max_rows)
+            yield builder.frames(pending[:k], offsets[:k], next_index)
+            next_index += k
+            del pending[:k]
+            del offsets[:k]
+
+    def add(frames: Sequence[Any]) -> None:
+        pending.extend(frames)
+        offsets.extend([frame.offset + base for frame in frames] if base else [frame.offset for frame in frames])
+
+    error: Optional[Tuple[int, str, str]] = None
+    stream = open_stream(split.path, opts.filesystem, split.compression, split.start)
+    try:
+        size = opts.read_buffer_size
+        while remaining != 0:
+            try:
+                data = stream.read(size if remaining < 0 else min(size, remaining))
+            except OSError as exc:
+                if split.compression is None:
+                    raise
+                # a corrupt or truncated compressed file is malformed input, not an I/O failure
+                error = (decoder.bytes_fed + base, "corrupt-compressed-data", f"{split.compression}: {exc}")
+                break
+            if not data:
+                break
+            if remaining > 0:
+                remaining -= len(data)
+            try:
+                frames = decoder.feed(data)
+            except fastframe.DecodeError as err:
+                add(err.frames)
+                consumed = err.offset + base
+                error = (err.offset + base, err.code, err.reason)
+                break
+            if frames:
+                add(frames)
+            consumed = decoder.bytes_fed - decoder.buffered + base
+            yield from cut(False)
+        if error is None:
+            try:
+                decoder.close()
+            except fastframe.DecodeError as err:
+                error = (err.offset + base, err.code, err.reason)
+    finally:
+        stream.close()
+    yield from cut(True)
+    if error is not None:
+        offset, code, reason = error
+        if opts.mode == "FAILFAST":
+            raise MalformedStompError(split.path, offset, code, reason)
+        if opts.mode == "PERMISSIVE":
+            yield builder.error(offset, next_index, code, reason)
+        # DROPMALFORMED: the frames before the error stay; the rest of the split is dropped

@@ -1,0 +1,93 @@
+"""The ``stomp`` data source for PySpark's Python Data Source API (Spark 4.0+).
+
+Importing this module needs only PySpark (pyarrow is imported where rows are
+made), so that Spark's automatic lookup of ``pyspark_*`` modules never fails
+because of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Sequence
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from ._options import read_options, write_options
+from ._schema import check_read_schema, spark_schema
+
+
+class StompPartition(InputPartition):
+    """The splits one task reads (see ``_read.Split``)."""
+
+    def __init__(self, splits: Sequence[Any]) -> None:
+        self.splits = [tuple(split) for split in splits]
+
+
+class StompReader(DataSourceReader):
+    def __init__(self, options: Any, schema: Any) -> None:
+        self.opts = read_options(options)
+        self.fields = check_read_schema(schema)
+
+    def partitions(self) -> List[InputPartition]:
+        from ._read import plan
+
+        parts = plan(self.opts)
+        # Spark wants at least one partition, even for an empty folder
+        return [StompPartition(part) for part in parts] or [StompPartition([])]
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        from ._read import Split, read_split
+
+        for split in partition.splits:
+            yield from read_split(Split(*split), self.opts, self.fields)
+
+
+class StompCommitMessage(WriterCommitMessage):
+    def __init__(self, message: Optional[dict]) -> None:
+        self.message = message
+
+
+class StompWriter(DataSourceArrowWriter):
+    def __init__(self, options: Any, schema: Any, overwrite: bool) -> None:
+        from ._write import FrameFileWriter
+
+        self.writer = FrameFileWriter(write_options(options), schema.fieldNames(), overwrite)
+
+    def write(self, iterator: Iterator[Any]) -> StompCommitMessage:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
+        return StompCommitMessage(self.writer.write_partition(iterator, partition, attempt))
+
+    def commit(self, messages: List[Any]) -> None:
+        self.writer.commit([m.message if m is not None else None for m in messages])
+
+    def abort(self, messages: List[Any]) -> None:
+        self.writer.abort()
+
+
+class StompDataSource(DataSource):
+    """``spark.read.format("stomp")`` / ``df.write.format("stomp")``: STOMP frame-stream files.
+
+    See ``fastframe.spark`` (and the README's Spark section) for the rows and the options.
+    """
+
+    @classmethod
+    def name(cls) -> str:
+        return "stomp"
+
+    def schema(self) -> Any:
+        return spark_schema()
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return StompReader(self.options, schema)
+
+    def writer(self, schema: Any, overwrite: bool) -> StompWriter:
+        return StompWriter(self.options, schema, overwrite)

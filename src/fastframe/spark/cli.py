@@ -1,0 +1,359 @@
+"""The Spark subcommands of the ``fastframe`` command line.
+
+    fastframe convert ARCHIVE... --out DIR [--master URL]
+        read STOMP archives (folders, globs, files; local or remote URIs)
+        with Spark and write them as Parquet, with a progress display and
+        a summary at the end
+    fastframe sample-archive DIR
+        write a seeded sample archive (see fastframe.spark.archive)
+    fastframe index FILE...
+        write index sidecars (proven frame boundaries) so big files split
+
+``fastframe.cli`` registers them through :func:`add_commands`; they also run
+on their own with ``python -m fastframe.spark.cli``. PySpark is imported only
+when ``convert`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+import time
+from typing import IO, Any, Callable, Dict, List, Optional, Sequence
+
+import fastframe
+
+__all__ = ["add_commands", "main"]
+
+
+def _size(text: str) -> int:
+    from ._options import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _option(text: str) -> Any:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return name, value
+
+
+def _add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
+    parser.add_argument("--escapes", choices=fastframe.VERSIONS, help="escape set (default: the version's)")
+    parser.add_argument("--strict", action="store_true", help="refuse unknown commands and misplaced bodies")
+
+
+def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
+    """Add ``convert``, ``sample-archive`` and ``index`` to an argparse subparsers object; return their handlers."""
+    conv = commands.add_parser(
+        "convert",
+        help="convert STOMP archives to Parquet with Spark (local mode by default)",
+        description="Read STOMP frame-stream files with Spark (one row per frame) and write them as Parquet.",
+    )
+    conv.add_argument("archives", nargs="+", metavar="ARCHIVE", help="folders, globs or files (paths or URIs)")
+    conv.add_argument("--out", required=True, metavar="DIR", help="output folder for the Parquet files")
+    conv.add_argument("--master", default="local[*]", metavar="URL", help="Spark master (default local[*])")
+    conv.add_argument(
+        "--mode", default="PERMISSIVE", type=str.upper, choices=("PERMISSIVE", "DROPMALFORMED", "FAILFAST"),
+        help="malformed input: error rows (PERMISSIVE, default), drop them, or fail the job",
+    )  # fmt: skip
+    _add_decoder_arguments(conv)
+    conv.add_argument("--glob", metavar="PATTERN", help="only files whose name matches (pathGlobFilter)")
+    conv.add_argument("--no-recursive", action="store_true", help="do not descend into subfolders")
+    conv.add_argument("--partitions", type=_positive, metavar="N", help="at least N read partitions")
+    conv.add_argument(
+        "--option", action="append", type=_option, default=[], metavar="KEY=VALUE", help="any other reader option"
+    )
+    conv.add_argument("--parquet-compression", default="snappy", metavar="CODEC", help="default snappy")
+    conv.add_argument("--append", action="store_true", help="add to DIR instead of replacing it")
+    conv.add_argument("--top", type=_positive, default=5, metavar="N", help="destinations in the summary")
+    conv.add_argument("--no-progress", action="store_true", help="no progress display")
+    conv.add_argument("--conf", action="append", type=_option, default=[], metavar="KEY=VALUE", help="Spark setting")
+
+    smp = commands.add_parser("sample-archive", help="write a seeded sample archive of STOMP captures")
+    smp.add_argument("out", metavar="DIR", help="folder to create (must be empty or absent)")
+    smp.add_argument("--connections", type=_positive, default=12, metavar="N", help="connections (default 12)")
+    smp.add_argument("--frames", type=_positive, default=2000, metavar="N", help="broker frames each (default 2000)")
+    smp.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
+    smp.add_argument("--no-malformed", action="store_true", help="leave out the two damaged files")
+
+    idx = commands.add_parser("index", help="write .ffidx sidecars so Spark can split big files at proven frames")
+    idx.add_argument("files", nargs="+", metavar="FILE")
+    idx.add_argument("--interval", type=_size, default=4 << 20, metavar="SIZE", help="checkpoint spacing (4m)")
+    _add_decoder_arguments(idx)
+    return {"convert": cmd_convert, "sample-archive": cmd_sample_archive, "index": cmd_index}
+
+
+# --------------------------------------------------------------------------- sample-archive, index
+
+
+def cmd_sample_archive(args: argparse.Namespace) -> int:
+    from .archive import generate_archive
+
+    if os.path.isdir(args.out) and os.listdir(args.out):
+        print(f"{args.out}: not empty; choose a new folder", file=sys.stderr)
+        return 1
+    manifest = generate_archive(
+        args.out, connections=args.connections, frames=args.frames, seed=args.seed, malformed=not args.no_malformed
+    )
+    damaged = sum(1 for f in manifest["files"] if f["error"])
+    print(
+        f"wrote {len(manifest['files'])} files ({manifest['bytes']:,} bytes, {manifest['frames']:,} frames, "
+        f"{damaged} damaged, seed {args.seed}) to {args.out}"
+    )
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from ._index import write_index
+
+    status = 0
+    for path in args.files:
+        try:
+            index = write_index(path, interval=args.interval, version=args.version, escapes=args.escapes,
+                                strict=args.strict)  # fmt: skip
+        except (OSError, ValueError) as exc:
+            print(f"{path}: {exc}", file=sys.stderr)
+            status = 1
+            continue
+        note = "" if index["error_offset"] is None else f", malformed at offset {index['error_offset']}"
+        print(f"{path}: {index['frames']:,} frames, {len(index['checkpoints'])} checkpoints{note}")
+    return status
+
+
+# --------------------------------------------------------------------------- convert
+
+
+class Progress:
+    """Polls Spark's status tracker and shows the running stage's tasks on one line."""
+
+    def __init__(self, spark: Any, out: IO[str], label: str, enabled: bool = True) -> None:
+        self.tracker = spark.sparkContext.statusTracker()
+        self.out = out
+        self.label = label
+        self.enabled = enabled
+        self.tty = out.isatty()
+        self.start = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fastframe-progress", daemon=True)
+        self._last = ""
+        self._last_print = 0.0
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self.enabled:
+            self._thread.join()
+            if self.tty:
+                self.out.write("\r\033[K")
+                self.out.flush()
+
+    def line(self) -> Optional[str]:
+        done = total = running = 0
+        for stage_id in self.tracker.getActiveStageIds():
+            info = self.tracker.getStageInfo(stage_id)
+            if info is None:
+                continue
+            done += info.numCompletedTasks
+            total += info.numTasks
+            running += info.numActiveTasks
+        if not total:
+            return None
+        elapsed = time.monotonic() - self.start
+        width = 24
+        filled = int(width * done / total)
+        bar = "#" * filled + "-" * (width - filled)
+        return f"{self.label} [{bar}] {done}/{total} tasks, {running} running, {elapsed:.0f} s"
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                text = self.line()
+            except Exception:  # the context is shutting down
+                return
+            if text is None:
+                continue
+            now = time.monotonic()
+            if self.tty:
+                self.out.write("\r\033[K" + text)
+                self.out.flush()
+            elif text != self._last and now - self._last_print >= 2.0:
+                print(text, file=self.out, flush=True)
+                self._last_print = now
+            self._last = text
+
+
+def _human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    raise AssertionError
+
+
+def summarize(spark: Any, out_dir: str, top: int) -> Dict[str, Any]:
+    """Totals of a converted table, read back from its Parquet files."""
+    from pyspark.sql import functions as F
+
+    table = spark.read.parquet(out_dir)
+    per_command = (
+        table.where("command IS NOT NULL")
+        .groupBy("command")
+        .agg(F.count("*").alias("frames"), F.sum(F.length("body")).alias("body_bytes"))
+        .orderBy(F.desc("frames"), "command")
+        .collect()
+    )
+    destinations = (
+        table.where("command IS NOT NULL")
+        .select(F.col("header_map").getItem("destination").alias("destination"))
+        .where("destination IS NOT NULL")
+        .groupBy("destination")
+        .count()
+        .orderBy(F.desc("count"), "destination")
+        .limit(top)
+        .collect()
+    )
+    errors = (
+        table.where("error_code IS NOT NULL")
+        .select("path", "offset", "frame_index", "error_code", "error_reason")
+        .orderBy("path", "offset")
+        .collect()
+    )
+    totals = table.agg(F.count("*").alias("rows"), F.countDistinct("path").alias("files")).collect()[0]
+    codecs = table.groupBy("codec").count().orderBy("codec").collect()
+    return {
+        "rows": totals["rows"],
+        "files": totals["files"],
+        "commands": [(r["command"], r["frames"], r["body_bytes"] or 0) for r in per_command],
+        "destinations": [(r["destination"], r["count"]) for r in destinations],
+        "errors": [(r["path"], r["offset"], r["frame_index"], r["error_code"], r["error_reason"]) for r in errors],
+        "codecs": [(r["codec"], r["count"]) for r in codecs],
+    }
+
+
+def print_summary(summary: Dict[str, Any], files: int, size: int, elapsed: float, master: str, out: IO[str]) -> None:
+    frames = sum(n for _, n, _ in summary["commands"])
+    body = sum(b for _, _, b in summary["commands"])
+    print(f"converted {files} files ({_human(size)}) to {summary['rows']:,} rows in {elapsed:.1f} s on {master}",
+          file=out)  # fmt: skip
+    print(f"frames: {frames:,}   body bytes: {body:,} ({_human(body)})   input bytes: {size:,}", file=out)
+    print("frames per command:", file=out)
+    width = max((len(c) for c, _, _ in summary["commands"]), default=0)
+    for command, n, b in summary["commands"]:
+        print(f"  {command:<{width}}  {n:>10,}  {_human(b):>9} of bodies", file=out)
+    if summary["destinations"]:
+        print("top destinations:", file=out)
+        width = max(len(d) for d, _ in summary["destinations"])
+        for destination, n in summary["destinations"]:
+            print(f"  {destination:<{width}}  {n:>10,}", file=out)
+    errors = summary["errors"]
+    if errors:
+        print(f"malformed files ({len(errors)}): the rest of each file was not decoded", file=out)
+        for path, offset, index, code, reason in errors:
+            print(f"  {path} at offset {offset} (frame {index}): {code}: {reason}", file=out)
+    else:
+        print("malformed files: none", file=out)
+    twins = ", ".join(f"{codec} ({n:,} rows)" for codec, n in summary["codecs"])
+    print(f"decoded by: {twins}", file=out)
+    if any(codec != "c" for codec, _ in summary["codecs"]):
+        print("warning: some executors ran the pure-Python twin (slow): install the fastframe wheel on the nodes",
+              file=out)  # fmt: skip
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    from ._options import read_options
+    from ._read import list_files
+
+    options: Dict[str, Any] = {
+        "mode": args.mode,
+        "version": args.version,
+        "strict": args.strict,
+        "recursiveFileLookup": not args.no_recursive,
+    }
+    if args.escapes:
+        options["escapes"] = args.escapes
+    if args.glob:
+        options["pathGlobFilter"] = args.glob
+    if args.partitions:
+        options["minPartitions"] = args.partitions
+    options.update(dict(args.option))
+    try:
+        opts = read_options({**options, "paths": list(args.archives)})
+        files = list_files(opts)
+    except (OSError, ValueError) as exc:
+        print(f"fastframe convert: {exc}", file=sys.stderr)
+        return 1
+    if not files:
+        print("fastframe convert: no input files", file=sys.stderr)
+        return 1
+    size = sum(s for _, s in files)
+    print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
+
+    from .session import get_session, has_data_source_api
+
+    start = time.monotonic()
+    spark = get_session(args.master, app_name="fastframe convert", conf=dict(args.conf))
+    try:
+        if args.partitions is None:
+            options["minPartitions"] = spark.sparkContext.defaultParallelism
+        if has_data_source_api():
+            reader = spark.read.format("stomp")
+            for key, value in options.items():
+                reader = reader.option(key, value)
+            df = reader.load(list(args.archives))
+        else:
+            from ._compat import read_stomp
+
+            df = read_stomp(spark, list(args.archives), **options)
+        writer = df.write.mode("append" if args.append else "overwrite").option(
+            "compression", args.parquet_compression
+        )
+        with Progress(spark, sys.stderr, "converting", enabled=not args.no_progress):
+            writer.parquet(args.out)
+        converted = time.monotonic() - start
+        summary = summarize(spark, args.out, args.top)
+        print_summary(summary, len(files), size, converted, args.master, sys.stdout)
+    except Exception as exc:
+        message = str(exc).strip().splitlines()
+        print(f"fastframe convert failed: {message[0] if message else type(exc).__name__}", file=sys.stderr)
+        for line in message[1:40]:
+            if "MalformedStompError" in line or "Malformed STOMP" in line:
+                print(f"  {line.strip()}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the Spark subcommands alone: ``python -m fastframe.spark.cli convert ...``."""
+    parser = argparse.ArgumentParser(prog="fastframe", description="STOMP archives with Spark.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    handlers = add_commands(commands)
+    args = parser.parse_args(argv)
+    return handlers[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
