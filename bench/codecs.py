@@ -326,8 +326,7 @@ class CoilMQ(Codec):
         "head lines are stripped of surrounding whitespace; an empty body comes back as str ''",
         "an EOL between frames (heart-beat, or after a NUL) stops extraction for good",
         "a piece that ends inside a frame's head raises (ValueError / BodyNotTerminated)",
-        "without content-length each frame re-reads the rest of the buffer (quadratic);"
-        " the buffer is never trimmed",
+        "without content-length each frame re-reads the rest of the buffer (quadratic); the buffer is never trimmed",
     )
 
     def load(self) -> None:
@@ -639,4 +638,3 @@ def diagnose_semantic(want: Sequence[LogicalFrame], got: Sequence[NormFrame]) ->
     if len(got) != len(want):
         return f"{len(got)} frames for {len(want)}"
     return None
-

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import platform
 import statistics
 import sys
@@ -42,7 +43,11 @@ from bench.codecs import CODEC_KEYS, Codec, Unavailable, all_codecs, diagnose, d
 from bench.workloads import DEFAULT_SEED, WORKLOAD_NAMES, Workload, build_workloads
 
 OPS = ("decode", "encode", "feed", "linearity")
-GROUPS = {"fastframe": ("c", "py"), "peers": ("stomp.py", "stompest", "coilmq", "aiostomp"), "floors": ("msgpack", "copy", "scan")}
+GROUPS = {
+    "fastframe": ("c", "py"),
+    "peers": ("stomp.py", "stompest", "coilmq", "aiostomp"),
+    "floors": ("msgpack", "copy", "scan"),
+}
 BASELINE = "stomp.py"
 
 # incremental rows: (label, workload, piece size, byte budget for full sizes, for tiny sizes)
@@ -93,6 +98,7 @@ class Report:
     results: List[Result] = field(default_factory=list)
     linearity: List[Dict[str, Any]] = field(default_factory=list)
     elapsed: float = 0.0
+    load: float = field(default_factory=lambda: os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0)
 
     def find(self, codec: str, workload: str, op: str) -> Optional[Result]:
         for result in self.results:
@@ -171,6 +177,8 @@ class Runner:
                     break
                 n = min(total, n * 8)
             wanted = total if seconds <= 0 else min(total, max(1, int(args.budget * n / seconds)))
+            if wanted > total // 2:  # close enough: the whole workload (at most twice the budget)
+                wanted = total
             if wanted != n:
                 n = wanted
                 frames, data, prepared = prepared_for(n)
@@ -251,7 +259,10 @@ class Runner:
         body_text = (b"0123456789abcdef" * (body_size // 16 + 1))[:body_size]
         variants = (
             ("binary, content-length", mod.encode("MESSAGE", {"destination": "/queue/big"}, body_bin)),
-            ("text, ends at NUL", mod.encode("MESSAGE", {"destination": "/queue/big"}, body_text, content_length=False)),
+            (
+                "text, ends at NUL",
+                mod.encode("MESSAGE", {"destination": "/queue/big"}, body_text, content_length=False),
+            ),
         )
         for label, data in variants:
             pieces = [data[i : i + 1] for i in range(len(data))]
@@ -308,6 +319,7 @@ def _selected(only: Optional[str]) -> Tuple[str, ...]:
 def run(args: argparse.Namespace, log: Any = None) -> Report:
     """Measure everything the arguments ask for and return the report."""
     if log is None:
+
         def log(message: str) -> None:
             if not args.quiet:
                 print(message, file=sys.stderr, flush=True)
@@ -447,23 +459,29 @@ def render(report: Report) -> str:
     add("")
     add(
         f"Python {platform.python_version()} ({platform.python_implementation()}), {platform.system()} "
-        f"{platform.machine()}; {_versions()}."
+        f"{platform.machine()}, {os.cpu_count()} CPUs (load average {report.load:.2f} at the start); {_versions()}."
     )
     add(
-        f"Sizes `{args.sizes}`, seed {args.seed}. Times are CPU time (`time.process_time`) of one call, median of up "
-        f"to {args.repeat} repetitions, GC {'enabled' if args.gc else 'DISABLED'} (`gc.collect()` between "
-        f"repetitions, untimed; the workloads are hidden from the collector with `gc.freeze()`); a repetition covers the whole workload unless that would take over "
-        f"{args.budget:g} s, then a whole-frame prefix (the result column says so). MB/s = 10^6 bytes of the "
-        f"STOMP stream per second (also for msgpack, which packs the same frames its own way). "
-        f"× {BASELINE} = frames/s ratio against {BASELINE} on the same workload. Run took {report.elapsed:.0f} s."
+        f"Sizes `{args.sizes}`, seed {args.seed}. Times are CPU time (`time.process_time`) of one call, median of "
+        f"up to {args.repeat} repetitions, GC {'enabled' if args.gc else 'DISABLED'} (`gc.collect()` between "
+        "repetitions, untimed; the workloads are hidden from the collector with `gc.freeze()`). A repetition "
+        f"covers the whole workload unless that would take over {args.budget:g} s; then a whole-frame prefix "
+        "(the result column says so). MB/s = 10^6 bytes of the STOMP stream per second (also for msgpack, which "
+        f"packs the same frames its own way). × {BASELINE} = frames/s ratio against {BASELINE} on the same "
+        f"workload. The run took {report.elapsed:.0f} s."
     )
     if report.unavailable:
         add("")
         add("Not measured: " + "; ".join(report.unavailable[key] for key in report.unavailable) + ".")
     add("")
-    add("Workloads: " + "; ".join(
-        f"**{w.name}** {len(w):,} frames, {len(w.data) / 1e6:.1f} MB ({w.description})" for w in report.workloads.values()
-    ) + ".")
+    add(
+        "Workloads: "
+        + "; ".join(
+            f"**{w.name}** {len(w):,} frames, {len(w.data) / 1e6:.1f} MB ({w.description})"
+            for w in report.workloads.values()
+        )
+        + "."
+    )
     for op in ("decode", "encode"):
         rows = [r for r in report.results if r.op == op]
         if not rows:
@@ -507,7 +525,10 @@ def render(report: Report) -> str:
         add("")
         add("## Linearity")
         add("")
-        add("One frame with a large body fed 1 byte per `feed()` call: CPU ns per byte over the first and the last quarter.")
+        add(
+            "One frame with a large body fed 1 byte per `feed()` call: CPU ns per byte over the first and the "
+            "last quarter."
+        )
         add("")
         add("| twin | body | bytes | first quarter ns/B | last quarter ns/B | last / first | result |")
         add("|---|---|---:|---:|---:|---:|---|")
@@ -541,41 +562,43 @@ def _slice_size(report: Report, name: str, budget: int) -> str:
 # --------------------------------------------------------------------------- targets
 
 
+#: (text, codec, workload, op, baseline codec, goal, compared figure); from the issue
+TARGETS: Tuple[Tuple[str, str, str, str, str, float, str], ...] = (
+    ("C twin small decode ≥ 30× stomp.py", "c", "small", "decode", "stomp.py", 30, "fps"),
+    ("C twin small decode ≥ 2× msgpack unpacker", "c", "small", "decode", "msgpack", 2, "fps"),
+    ("C twin small encode ≥ 1.5× msgpack packer", "c", "small", "encode", "msgpack", 1.5, "fps"),
+    ("C twin large decode ≥ 70% of memcpy (MB/s)", "c", "large", "decode", "copy", 0.7, "mbps"),
+    ("C twin escape decode ≥ 30× stomp.py", "c", "escape", "decode", "stomp.py", 30, "fps"),
+) + tuple(
+    (f"Python twin {name} {op} ≥ {goal}× stomp.py", "py", name, op, "stomp.py", goal, "fps")
+    for op, goal in (("decode", 3), ("encode", 2))
+    for name in WORKLOAD_NAMES
+)
+
+
 def evaluate_targets(report: Report) -> List[str]:
     """Each target of the issue, with the measured ratio and PASS/MISS (n/a when not measurable)."""
+    labels = {codec.key: codec.label for codec in all_codecs()}
     out: List[str] = []
-
-    def line(text: str, mine: Optional[Result], theirs: Optional[Result], goal: float, key: str = "fps") -> None:
+    if not {"decode", "encode"} & {r.op for r in report.results}:
+        return out
+    for text, key, name, op, base_key, goal, figure in TARGETS:
+        if name not in report.workloads:
+            continue
+        mine, base = report.find(key, name, op), report.find(base_key, name, op)
         missing = []
-        for result, who in ((mine, "fastframe"), (theirs, "baseline")):
+        for result, who in ((mine, labels[key]), (base, labels[base_key])):
             if result is None:
                 missing.append(f"{who} not measured")
             elif not result.counted:
-                missing.append(f"{labels[result.codec]} {_cell_detail(result)}")
+                missing.append(f"{who} {_cell_detail(result)}")
         if missing:
             out.append(f"{text}: n/a ({'; '.join(missing)})")
-            return
-        ratio = getattr(mine, key) / getattr(theirs, key)  # type: ignore[union-attr]
+            continue
+        ratio = getattr(mine, figure) / getattr(base, figure)
         shown = f"{ratio:.0%}" if goal < 1 else f"{ratio:.1f}×"
         out.append(f"{text}: {shown} — {'PASS' if ratio >= goal else 'MISS'}")
-
-    labels = {codec.key: codec.label for codec in all_codecs()}
-    find = report.find
-    if "decode" in {r.op for r in report.results} or "encode" in {r.op for r in report.results}:
-        line("C twin small decode ≥ 30× stomp.py", find("c", "small", "decode"), find("stomp.py", "small", "decode"), 30)
-        line("C twin small decode ≥ 2× msgpack unpacker", find("c", "small", "decode"), find("msgpack", "small", "decode"), 2)
-        line("C twin small encode ≥ 1.5× msgpack packer", find("c", "small", "encode"), find("msgpack", "small", "encode"), 1.5)
-        line("C twin large decode ≥ 70% of memcpy (MB/s)", find("c", "large", "decode"), find("copy", "large", "decode"), 0.7, "mbps")
-        line("C twin escape decode ≥ 30× stomp.py", find("c", "escape", "decode"), find("stomp.py", "escape", "decode"), 30)
-        for op, goal in (("decode", 3), ("encode", 2)):
-            for name in report.workloads:
-                line(
-                    f"Python twin {name} {op} ≥ {goal}× stomp.py",
-                    find("py", name, op),
-                    find("stomp.py", name, op),
-                    goal,
-                )
-    return [t for t in out if not t.endswith("n/a (fastframe not measured; baseline not measured)")]
+    return out
 
 
 # --------------------------------------------------------------------------- chart
@@ -604,6 +627,7 @@ def chart(report: Report, path: str) -> str:
     width = 0.8 / max(1, len(bars))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = {"copy": ":", "scan": "-.", "msgpack": "--"}
+    wrong_marks: List[float] = []
     for index, codec in enumerate(bars):
         xs, ys = [], []
         for g, (op, name, base) in enumerate(groups):
@@ -612,24 +636,39 @@ def chart(report: Report, path: str) -> str:
                 xs.append(g - 0.4 + width * (index + 0.5))
                 ys.append(result.mbps / base.mbps)
         ax.bar(xs, ys, width, label=codec.label, color=colors[index % len(colors)])
+        for g, (op, name, _base) in enumerate(groups):
+            result = report.find(codec.key, name, op)
+            if result is not None and result.status in ("wrong", "error"):
+                wrong_marks.append(g - 0.4 + width * (index + 0.5))
     for codec in floors:
         labelled = False
         for g, (op, name, base) in enumerate(groups):
             result = report.find(codec.key, name, op)
             if result is not None and result.counted:
                 ax.hlines(
-                    result.mbps / base.mbps, g - 0.45, g + 0.45, colors="black",
-                    linestyles=styles.get(codec.key, "--"), linewidth=1.2,
+                    result.mbps / base.mbps,
+                    g - 0.45,
+                    g + 0.45,
+                    colors="black",
+                    linestyles=styles.get(codec.key, "--"),
+                    linewidth=1.2,
                     label=None if labelled else codec.label,
                 )
                 labelled = True
     ax.set_yscale("log")
+    if wrong_marks:
+        low = ax.get_ylim()[0]
+        ax.plot(wrong_marks, [low * 1.3] * len(wrong_marks), "rx", label="wrong or error (not counted)")
     ax.axhline(1.0, color="grey", linewidth=0.8)
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([f"{name}\n{op}" for op, name, _ in groups])
     ax.set_ylabel(f"throughput relative to {BASELINE} (log)")
-    missing = [f"{name} {op}" for op in ("decode", "encode") for name in report.workloads
-               if (op, name) not in {(o, n) for o, n, _ in groups}]
+    missing = [
+        f"{name} {op}"
+        for op in ("decode", "encode")
+        for name in report.workloads
+        if (op, name) not in {(o, n) for o, n, _ in groups}
+    ]
     title = f"fastframe vs peers ({report.args.sizes} sizes, CPU time, GC on)"
     if missing:
         title += f"\nnot shown ({BASELINE} wrong or not measured): {', '.join(missing)}"

@@ -100,7 +100,7 @@ _WORDS = (
 _QUEUES = ("/queue/orders", "/queue/invoices", "/topic/prices.eu", "/exchange/amq.topic/audit.log", "/amq/queue/jobs")
 _ALNUM = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 # non-ASCII text of 2, 3 and 4-byte UTF-8 sequences
-_UNICODE = ("zürich", "Größe", "café", "naïve", "日本語", "東京", "Ελλάδα", "Москва", "😀", "→", "€", "ß")
+_UNICODE = ("zürich", "Größe", "café", "naïve", "日本語", "東京", "Ελλάδα", "Москва", "😀", "→", "€", "ß")  # fmt: skip
 # characters that 1.2 escapes in header names and values
 _SPECIAL = (":", "\n", "\r", "\\")
 
@@ -363,7 +363,10 @@ _BUILDERS = {
     "medium": (_medium, "SEND frames, 1-4 KiB bodies"),
     "large": (_large, "MESSAGE frames, 64 KiB-1 MiB binary bodies with NULs"),
     "escape": (_escape, "headers heavy with escapes and non-ASCII UTF-8"),
-    "mixed": (_mixed_stream, "CONNECTED/MESSAGE/RECEIPT/ERROR, CRLF frames, heart-beats, bodies without content-length"),
+    "mixed": (
+        _mixed_stream,
+        "CONNECTED/MESSAGE/RECEIPT/ERROR, CRLF frames, heart-beats, bodies without content-length",
+    ),
     "repeats": (_repeats, "MESSAGE frames with repeated header names (first entry wins)"),
 }
 
