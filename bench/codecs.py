@@ -156,8 +156,11 @@ class StompPy(Codec):
         "convert_frame does not escape header names or values, and sorts the headers",
         "undefined escape sequences are kept instead of being rejected",
         "the default client (auto_decode=True) decodes bodies to str with errors='replace'",
-        "a CRLF after a frame's NUL is not skipped as an EOL (parse_frame drops the empty line later)",
-        "its splitting loop re-slices the whole remaining buffer after each frame (quadratic in the piece size)",
+        "the transport skips only LF EOLs after a NUL: a frame after a CRLF EOL plus a CRLF heart-beat"
+        " (`...\\0\\r\\n\\r\\nMESSAGE...`) is dropped silently, as parse_frame takes the blank line for the"
+        " end of an empty head",
+        "its splitting loop re-slices the remaining buffer after each frame: a piece holding many frames costs"
+        " quadratic time (hence its own 16 KiB recv size here)",
     )
     recv_size = 16384
 
@@ -260,7 +263,7 @@ class Stompest(Codec):
     how = "StompParser('1.2').add(stream) + get() loop; bytes(StompFrame(rawHeaders=..., version='1.2'))"
     notes = (
         "a CRLF heart-beat (or CRLF after a NUL) is taken as the start of a frame: 'Invalid command'",
-        "STOMP (CONNECT's synonym) frames get their headers unescaped and escaped",
+        "STOMP (CONNECT's synonym) frames get their headers unescaped and escaped (a backslash in one raises)",
         "bodies on frames other than SEND/MESSAGE/ERROR are rejected, even in lenient use",
     )
 
@@ -382,7 +385,9 @@ class AioStomp(Codec):
         "parses byte by byte in Python (a deque of ints)",
         "headers come back as a dict in which the last repeated header wins (spec: the first)",
         "header names are not unescaped; undefined escapes are kept",
-        "CR of CRLF lines stays in header values; a CRLF heart-beat starts a bogus frame",
+        "a head with CRLF line endings never ends (ends_with_crlf compares a list of ints with a list of"
+        " bytes): that frame and everything after it are swallowed",
+        "a CR right after a frame (CRLF EOL or heart-beat) raises ValueError (islice with a negative index)",
         "the byte after content-length octets is consumed without checking that it is NUL",
         "an empty body comes back as None",
         "a frame whose head fails to parse is dropped silently with the rest of the piece",
