@@ -157,6 +157,15 @@ def test_encode_errors(codec: ModuleType, command: str, headers: Any, options: D
         codec.Frame(command, headers).encode(**options)
 
 
+@pytest.mark.parametrize(
+    "command, headers", [("SE\ud800ND", ()), ("SEND", [("\udfff", "x")]), ("SEND", [("x", "a\ud83d")])]
+)
+def test_lone_surrogates_refused(codec: ModuleType, command: str, headers: Any) -> None:
+    # no UTF-8 form: the wire cannot carry them
+    with pytest.raises(EncodeError):
+        codec.encode(command, headers)
+
+
 def test_type_errors(codec: ModuleType) -> None:
     with pytest.raises(TypeError):
         codec.encode(b"SEND")
