@@ -227,6 +227,18 @@ def test_long_head_lines(codec: ModuleType) -> None:
     assert frame.get("x") == value
 
 
+@pytest.mark.parametrize("size", [8180, 8190, 8191, 8192, 8193, 8200, 10000])
+def test_heads_around_8_kib(codec: ModuleType, size: int) -> None:
+    # heads (blank line included) of about the size the Python twin parses in one go
+    head = b"SEND\nx:" + b"v" * (size - 14) + b"\ny:\\c\n\n"
+    assert len(head) == size
+    whole = codec.decode(head + b"body\0")
+    assert whole == [codec.Frame("SEND", [("x", "v" * (size - 14)), ("y", ":")], b"body")]
+    decoder = codec.Decoder()
+    pieces = feed_chunks(decoder, head + b"body\0", [1000] * 20)
+    assert events_key(pieces) == events_key(whole)
+
+
 def test_types_of_decoded_frames(codec: ModuleType) -> None:
     (frame,) = codec.decode(b"SEND\na:b\n\nx\0")
     assert isinstance(frame, codec.Frame)

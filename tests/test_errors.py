@@ -696,3 +696,21 @@ def test_options_are_reported(codec: ModuleType) -> None:
     assert lenient.max_line_length == fastframe.DEFAULT_MAX_LINE_LENGTH
     assert lenient.max_body_size == fastframe.DEFAULT_MAX_BODY_SIZE
     assert lenient.max_frame_size == fastframe.DEFAULT_MAX_FRAME_SIZE
+
+
+def test_default_limits_at_and_past(codec: ModuleType) -> None:
+    line = fastframe.DEFAULT_MAX_LINE_LENGTH
+    for eol in (b"\n", b"\r\n"):
+        assert ok(codec, b"SEND" + eol + b"x:" + b"v" * (line - 2) + eol + eol + b"\0")[0].get("x")
+        err = fail(codec, b"SEND" + eol + b"x:" + b"v" * (line - 1) + eol + eol + b"\0")
+        assert (err.offset, err.limit) == (4 + len(eol) + line, "max_line_length")
+    count = fastframe.DEFAULT_MAX_HEADER_COUNT
+    head = b"SEND\n" + b"".join(b"h:%d\n" % i for i in range(count))
+    assert len(ok(codec, head + b"\n\0")[0].headers) == count
+    err = fail(codec, head + b"h:x\n\n\0")
+    assert (err.offset, err.limit) == (len(head), "max_header_count")
+    # a content-length of exactly max_body_size is accepted (the stream then ends inside the body)
+    body = fastframe.DEFAULT_MAX_BODY_SIZE
+    assert type(fail(codec, b"SEND\ncontent-length:%d\n\n\0" % body)) is TruncatedError
+    err = fail(codec, b"SEND\ncontent-length:%d\n\n\0" % (body + 1))
+    assert (err.offset, err.limit) == (20, "max_body_size")
