@@ -8,6 +8,10 @@ Subcommands::
     fastframe demo            generate a sample stream in a temporary
                               directory and decode it
     fastframe info            version and active implementation
+    fastframe convert ARCHIVE... --out DIR [--master URL]
+                              STOMP archives to Parquet with Spark
+    fastframe sample-archive DIR / fastframe index FILE...
+                              (see fastframe.spark.cli)
 
 Decode errors print ``FILE:OFFSET: message`` on stderr and exit with status 1.
 Only the public API is used, so the active twin (``fastframe.IMPLEMENTATION``)
@@ -95,6 +99,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--crlf", action="store_true", help="end lines with CRLF instead of LF")
 
     commands.add_parser("info", help="print the version and the active implementation")
+    # convert, sample-archive, index: the Spark layer's commands (PySpark is imported only when they run)
+    from .spark.cli import add_commands
+
+    _COMMANDS.update(add_commands(commands))
     return parser
 
 

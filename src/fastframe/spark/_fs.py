@@ -146,11 +146,12 @@ class FsspecFS:
 
     kind = "fsspec"
 
-    def __init__(self, fs: Any) -> None:
+    def __init__(self, fs: Any, plain: bool = False) -> None:
         self.fs = fs
+        self.plain = plain  # a path given without a scheme is shown without one
 
     def to_display(self, path: str) -> str:
-        return str(self.fs.unstrip_protocol(path))
+        return path if self.plain else str(self.fs.unstrip_protocol(path))
 
     def _info(self, got: Dict[str, Any]) -> FileInfo:
         is_dir = got.get("type") == "directory"
@@ -269,7 +270,7 @@ def resolve(path: str, prefer: str = "auto") -> Tuple[Any, str]:
             "scheme, e.g. s3fs), or a scheme pyarrow.fs knows"
         ) from None
     fs, inner = fsspec.core.url_to_fs(path)
-    return FsspecFS(fs), inner
+    return FsspecFS(fs, plain=not scheme), inner
 
 
 def compression_for(path: str, setting: str = "auto") -> Optional[str]:
@@ -317,7 +318,8 @@ def iter_files(paths: Any, prefer: str, recursive: bool, glob_filter: Optional[s
             matches = fs.glob(inner)
             if not matches:
                 raise FileNotFoundError(f"[PATH_NOT_FOUND] Path does not exist: {given}")
-            infos = [fs.info(m) for m in sorted(matches)]
+            # what a glob matches is listed, so hidden names are skipped as in folders
+            infos = [fs.info(m) for m in sorted(matches) if not basename(m).startswith((".", "_"))]
         else:
             got = fs.info(inner)
             if got is None:

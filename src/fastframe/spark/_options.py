@@ -65,7 +65,7 @@ _WRITE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "path": ("str", None),
     "version": ("version", "1.2"),
     "escapes": ("version?", None),
-    "contentLength": ("contentLength", None),
+    "contentLength": ("contentLength", False),
     "eol": ("eol", "\n"),
     "compression": ("wcompression", "none"),
     "filesystem": ("filesystem", "auto"),
@@ -164,13 +164,15 @@ def _convert(kind: str, value: Any) -> Any:
         text = _choice(value, COMPRESSIONS + ("uncompressed",))
         return "none" if text == "uncompressed" else text
     if kind == "contentLength":
-        # the codec's content_length: None = when the body is non-empty
-        if value is None:
-            return None
-        text = str(value).strip().lower()
-        table = {"auto": None, "always": True, "true": True, "never": False, "false": False}
+        # -> the codec's content_length: False = only for bodies with a NUL (rows come back
+        # as they were), None = for every non-empty body, True = always
+        if value is None or isinstance(value, bool):
+            return value
+        text = str(value).strip().lower().replace("_", "-")
+        table = {"as-needed": False, "never": False, "false": False, "non-empty": None, "auto": None,
+                 "always": True, "true": True}  # fmt: skip
         if text not in table:
-            raise ValueError(f"{value!r} is not one of auto, always, never")
+            raise ValueError(f"{value!r} is not one of as-needed, non-empty, always")
         return table[text]
     if kind == "eol":
         text = str(value)

@@ -30,6 +30,10 @@ codec: Any = fastframe
 
 def _pairs_per_row(column: Any) -> List[Optional[List[Any]]]:
     """A list<struct<name,value>> or map<string,string> column as per-row lists of pairs."""
+    import pyarrow as pa
+
+    if pa.types.is_map(column.type):
+        return column.to_pylist()  # rows of (key, value) tuples already
     lengths = column.value_lengths().to_pylist()
     flat = column.flatten()
     names, values = (child.to_pylist() for child in flat.flatten())
