@@ -68,6 +68,7 @@ cdef enum:
     BACKSLASH = 92
     MAX_INTERNED = 64
     CACHE_SLOTS = 512  # per-decoder cache of short ASCII names and values
+    PAIR_SLOTS = 256  # per-decoder cache of (name, value) tuples
     CACHE_MAX_SIZE = 48
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
@@ -82,17 +83,16 @@ cdef bytes EOL_CRLF = b"\r\n"
 
 
 # ---------------------------------------------------------------- interned strings
-# Commands and common header names are compared by length and memcmp against
-# these tables, and the cached str is returned: no new object per frame.
+# Commands are compared by length and memcmp against this table, and the
+# cached str is returned: no new object per frame. Common header names seed
+# each decoder's cache of short names and values (see Decoder._cached).
 
 cdef struct Interned:
     const char *data
     Py_ssize_t size
     PyObject *text
 
-cdef Interned _names[MAX_INTERNED]
 cdef Interned _commands[MAX_INTERNED]
-cdef int _n_names = 0
 cdef int _n_commands = 0
 cdef tuple _name_objects = tuple(COMMON_HEADER_NAMES)
 cdef tuple _command_objects = tuple(sorted(CLIENT_COMMANDS | SERVER_COMMANDS))
@@ -108,7 +108,6 @@ cdef int _fill(Interned *table, tuple texts) except -1:
     return len(texts)
 
 
-_n_names = _fill(_names, _name_objects)
 _n_commands = _fill(_commands, _command_objects)
 
 
@@ -133,20 +132,29 @@ cdef struct CacheSlot:
     unsigned long long head  # the first (up to) 8 bytes: most misses are told without touching text
 
 
-cdef inline unsigned long long _head8(const unsigned char *data, Py_ssize_t size) noexcept:
-    cdef unsigned long long head = 0
-    memcpy(&head, data, min(size, 8))
-    return head
+cdef struct PairSlot:
+    PyObject *pair  # owned; it owns its name and value, so their addresses stay theirs
+    PyObject *name
+    PyObject *value
 
 
-cdef inline size_t _slot(const unsigned char *data, Py_ssize_t size) noexcept:
-    # cheap: length and the first and last few bytes; a collision only costs a miss
-    cdef size_t h = <size_t>size * 0x9E3779B1u
+cdef inline unsigned long long _load8(const unsigned char *data, Py_ssize_t size) noexcept:
+    """The first min(size, 8) bytes as an integer (zero-padded)."""
+    cdef unsigned long long word = 0
     cdef Py_ssize_t k
-    for k in range(min(size, 4)):
-        h = (h ^ data[k]) * 0x01000193u
-        h = (h ^ data[size - 1 - k]) * 0x01000193u
-    return (h ^ (h >> 15)) & (CACHE_SLOTS - 1)
+    if size >= 8:
+        memcpy(&word, data, 8)
+    else:
+        for k in range(size):
+            word |= (<unsigned long long>data[k]) << (8 * k)
+    return word
+
+
+cdef inline size_t _slot(unsigned long long head, const unsigned char *data, Py_ssize_t size) noexcept:
+    # the first and last 8 bytes and the length; a collision only costs a miss
+    cdef unsigned long long tail = _load8(data + size - 8, 8) if size > 8 else 0
+    cdef unsigned long long h = (head ^ (tail >> 7) ^ (tail << 29) ^ <unsigned long long>size) * 0x9E3779B97F4A7C15ULL
+    return <size_t>(h >> 55) & (CACHE_SLOTS - 1)
 
 
 # ---------------------------------------------------------------- frame
@@ -280,6 +288,37 @@ cdef class Heartbeat:
 
 # ---------------------------------------------------------------- decoder
 
+cdef extern from *:
+    """
+    #define FASTFRAME_ONES 0x0101010101010101ULL
+    #define FASTFRAME_HIGHS 0x8080808080808080ULL
+    """
+    const unsigned long long ONES "FASTFRAME_ONES"
+    const unsigned long long HIGHS "FASTFRAME_HIGHS"
+
+
+cdef inline unsigned long long _has_byte(unsigned long long word, unsigned long long byte) noexcept:
+    cdef unsigned long long x = word ^ (ONES * byte)
+    return (x - ONES) & ~x & HIGHS
+
+
+cdef inline bint _special8(const unsigned char *p) noexcept:
+    """True when one of these 8 bytes is NUL, CR, backslash or non-ASCII."""
+    cdef unsigned long long word
+    memcpy(&word, p, 8)
+    return ((word & HIGHS) | _has_byte(word, 0) | _has_byte(word, CR) | _has_byte(word, BACKSLASH)) != 0
+
+
+cdef inline bint _plain8(const unsigned char *p) noexcept:
+    """True when none of these 8 bytes is NUL, CR, ':', backslash or non-ASCII."""
+    cdef unsigned long long word
+    memcpy(&word, p, 8)
+    return not (
+        (word & HIGHS) | _has_byte(word, 0) | _has_byte(word, CR) | _has_byte(word, COLON)
+        | _has_byte(word, BACKSLASH)
+    )
+
+
 cdef inline bint _is_escape_letter(int escapes, unsigned char c) noexcept:
     if c == b'n' or c == b'c' or c == BACKSLASH:
         return True
@@ -331,12 +370,14 @@ cdef class Decoder:
     cdef PyObject **pairs  # the (name, value) tuples of the frame in progress (owned)
     cdef Py_ssize_t n_pairs, pairs_cap
     cdef CacheSlot cache[CACHE_SLOTS]  # short ASCII names and values seen lately
+    cdef PairSlot pair_cache[PAIR_SLOTS]  # (name, value) tuples seen lately
     cdef object error
     # scratch space for unescaping
     cdef char *scratch
     cdef Py_ssize_t scratch_cap
 
     def __cinit__(self):
+        cdef Py_ssize_t size
         self.buf = NULL
         self.scratch = NULL
         self.pairs = NULL
@@ -345,6 +386,10 @@ cdef class Decoder:
         for i in range(CACHE_SLOTS):
             self.cache[i].text = NULL
             self.cache[i].size = -1
+        for i in range(PAIR_SLOTS):
+            self.pair_cache[i].pair = self.pair_cache[i].name = self.pair_cache[i].value = NULL
+        for name in COMMON_HEADER_NAMES:
+            self._cached(<const unsigned char *>PyUnicode_AsUTF8AndSize(name, &size), size)
 
     def __dealloc__(self):
         cdef int i
@@ -352,6 +397,8 @@ cdef class Decoder:
         free(self.pairs)
         for i in range(CACHE_SLOTS):
             Py_XDECREF(self.cache[i].text)
+        for i in range(PAIR_SLOTS):
+            Py_XDECREF(self.pair_cache[i].pair)
         free(self.buf)
         free(self.scratch)
 
@@ -601,7 +648,9 @@ cdef class Decoder:
                 return False
             lf = hit - b
             content_end = lf - 1 if lf > ls and b[lf - 1] == CR else lf
-            self._check_line_limits(ls, content_end, lf >= frame_limit)
+            if (content_end - ls > self.max_line or lf >= frame_limit
+                    or (self.n_pairs >= self.max_count and content_end > ls and self.command is not None)):
+                self._check_line_limits(ls, content_end, lf >= frame_limit)
             if self.command is None:
                 self._parse_command(b, ls, content_end)
             elif content_end == ls:
@@ -682,8 +731,8 @@ cdef class Decoder:
 
     cdef str _cached(self, const unsigned char *p, Py_ssize_t size):
         """The str of short ASCII bytes, from the cache when it was seen lately."""
-        cdef CacheSlot *slot = &self.cache[_slot(p, size)]
-        cdef unsigned long long head = _head8(p, size)
+        cdef unsigned long long head = _load8(p, size)
+        cdef CacheSlot *slot = &self.cache[_slot(head, p, size)]
         if slot.size == size and slot.head == head and (
             size <= 8 or memcmp(<char *>PyUnicode_DATA_PTR(slot.text) + 8, p + 8, size - 8) == 0
         ):
@@ -707,10 +756,6 @@ cdef class Decoder:
             return ""
         if not has_escape:
             if not high:
-                if is_name:
-                    text = _lookup(_names, _n_names, <const char *>p, size)
-                    if text is not None:
-                        return text
                 if size <= CACHE_MAX_SIZE:
                     return self._cached(p, size)
                 return _ascii(p, size)
@@ -742,34 +787,64 @@ cdef class Decoder:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     cdef int _parse_header(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
-        cdef Py_ssize_t colon = -1, i, value_at
+        cdef Py_ssize_t colon = -1, i, stop, value_at
         cdef unsigned char c
         cdef bint bad = False, name_escape = False, value_escape = False, name_high = False, value_high = False
         cdef bint unescape = self.escaped and self.escapes != 0
         cdef bint colon_ok = self.colon_ok or not self.escaped
         cdef unsigned long long length = 0
         cdef tuple pair
-        # one pass: find the colon, and anything that needs a closer look
-        for i in range(ls, content_end):
-            c = b[i]
-            if c > COLON:
-                if c == BACKSLASH:
-                    if colon < 0:
-                        name_escape = True
-                    else:
-                        value_escape = True
-                elif c >= 0x80:
-                    if colon < 0:
-                        name_high = True
-                    else:
-                        value_high = True
-            elif c == COLON:
-                if colon < 0:
-                    colon = i
-                elif not colon_ok:
+        cdef const unsigned char *hit
+        cdef bint plain = content_end - ls >= 8
+        # the common line: 8 bytes at a time (the last word overlaps), nothing but
+        # the colon to find
+        if plain:
+            i = ls
+            while i + 8 <= content_end:
+                if _special8(b + i):
+                    plain = False
+                    break
+                i += 8
+            if plain and i < content_end and _special8(b + content_end - 8):
+                plain = False
+        if plain:
+            hit = <const unsigned char *>memchr(b + ls, COLON, content_end - ls)
+            if hit != NULL:
+                colon = hit - b
+                if not colon_ok and memchr(hit + 1, COLON, content_end - colon - 1) != NULL:
                     bad = True
-            elif c == 0 or (c == CR and not self.bare_cr_ok):
-                bad = True
+        # any other line: one pass that finds the colon and anything that needs a
+        # closer look, skipping 8 plain bytes at a time
+        i = content_end if plain else ls
+        while i < content_end:
+            if i + 8 <= content_end:
+                if _plain8(b + i):
+                    i += 8
+                    continue
+                stop = i + 8
+            else:
+                stop = content_end
+            while i < stop:
+                c = b[i]
+                i += 1
+                if c > COLON:
+                    if c == BACKSLASH:
+                        if colon < 0:
+                            name_escape = True
+                        else:
+                            value_escape = True
+                    elif c >= 0x80:
+                        if colon < 0:
+                            name_high = True
+                        else:
+                            value_high = True
+                elif c == COLON:
+                    if colon < 0:
+                        colon = i - 1
+                    elif not colon_ok:
+                        bad = True
+                elif c == 0 or (c == CR and not self.bare_cr_ok):
+                    bad = True
         if colon < 0:
             if not self.missing_colon_ok:
                 bad = True
@@ -796,14 +871,28 @@ cdef class Decoder:
             if length > <unsigned long long>self.max_body:
                 self._diagnose(b, ls, content_end)
             self.cl = <Py_ssize_t>length
+        self._push_pair(self._pair(name, value))
+        return 0
+
+    cdef tuple _pair(self, str name, str value):
+        """The (name, value) tuple: the same object when this pair was seen lately."""
+        cdef size_t h = ((<size_t><PyObject *>name) >> 4) * 0x9E3779B1u + ((<size_t><PyObject *>value) >> 4)
+        cdef PairSlot *slot = &self.pair_cache[(h ^ (h >> 13)) & (PAIR_SLOTS - 1)]
+        cdef tuple pair
+        if slot.name == <PyObject *>name and slot.value == <PyObject *>value:
+            return <tuple>slot.pair
         pair = PyTuple_New(2)
         Py_INCREF(name)  # PyTuple_SET_ITEM steals a reference
         PyTuple_SET_ITEM(pair, 0, name)
         Py_INCREF(value)
         PyTuple_SET_ITEM(pair, 1, value)
         PyObject_GC_UnTrack(<void *>pair)  # holds two str: can never be in a cycle
-        self._push_pair(pair)
-        return 0
+        Py_XDECREF(slot.pair)
+        Py_INCREF(pair)
+        slot.pair = <PyObject *>pair
+        slot.name = <PyObject *>name
+        slot.value = <PyObject *>value
+        return pair
 
     cdef int _push_pair(self, tuple pair) except -1:
         cdef PyObject **grown
