@@ -55,12 +55,6 @@ def feed_chunks(decoder: Any, data: bytes, sizes: Iterable[int]) -> List[Any]:
     return out
 
 
-def feed_at(decoder: Any, data: bytes, cuts: Sequence[int]) -> List[Any]:
-    """Feed ``data`` split at the (sorted, de-duplicated) offsets ``cuts``."""
-    points = [0, *sorted({c for c in cuts if 0 < c < len(data)}), len(data)]
-    return feed_chunks(decoder, data, [b - a for a, b in zip(points, points[1:])])
-
-
 def outcome(codec: ModuleType, data: bytes, cuts: Optional[Sequence[int]] = None, **options: Any) -> Tuple[Any, ...]:
     """Decode ``data`` (whole, or split at ``cuts``) and close.
 
@@ -115,7 +109,6 @@ bodies = st.one_of(
     st.binary(max_size=64),
     st.lists(st.sampled_from([b"\0", b"\n", b"\r", b"\r\n", b"x", b"\\", b":"]), max_size=12).map(b"".join),
 )
-versions = st.sampled_from(["1.0", "1.1", "1.2"])
 headers_lists = st.lists(st.tuples(header_names, header_text), max_size=5)
 
 

@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from _strategies import events_key, feed_chunks
+from _strategies import feed_chunks
 from conftest import CORPUS
 
 import fastframe
