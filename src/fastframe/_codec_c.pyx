@@ -223,7 +223,7 @@ cdef class Frame:
 
     def header_map(self):
         """The headers as a dict in which the first entry of each name wins."""
-        return dict(reversed(self.headers))
+        return _codec_py._first_wins(self._headers)
 
     def encode(self, version="1.2", **options):
         """Encode this frame; the options are those of :func:`encode`."""
@@ -1112,12 +1112,35 @@ cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars,
     return False
 
 
+cdef inline bint _plain_text(const char *data, Py_ssize_t size) noexcept:
+    """True when a name or value has no NUL, LF, CR, ':' or backslash (8 bytes at a time)."""
+    cdef unsigned long long word
+    cdef Py_ssize_t i = 0
+    cdef unsigned char c
+    if size < 8:
+        for i in range(size):
+            c = <unsigned char>data[i]
+            if c == 0 or c == LF or c == CR or c == COLON or c == BACKSLASH:
+                return False
+        return True
+    while True:
+        memcpy(&word, data + i, 8)
+        if (_has_byte(word, 0) | _has_byte(word, LF) | _has_byte(word, CR) | _has_byte(word, COLON)
+                | _has_byte(word, BACKSLASH)):
+            return False
+        if i + 8 >= size:
+            return True
+        i = min(i + 8, size - 8)  # the last word may overlap the one before
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, bint escape, int escapes, bint is_name) noexcept:
     """Bytes escaping adds to a name or value; -1 when it cannot be represented."""
     cdef Py_ssize_t i, extra = 0
     cdef unsigned char c
+    if _plain_text(data, size):
+        return 0
     for i in range(size):
         c = <unsigned char>data[i]
         if c > COLON:
@@ -1143,7 +1166,7 @@ cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, bint escape, in
 cdef char *_write_escaped(char *w, const char *data, Py_ssize_t size, bint escape) noexcept:
     cdef Py_ssize_t i
     cdef unsigned char c
-    if not escape:
+    if not escape or _plain_text(data, size):
         memcpy(w, data, size)
         return w + size
     for i in range(size):
@@ -1197,6 +1220,8 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
     contains NUL. ``eol`` is "\\n" or "\\r\\n". A content-length header given by
     the caller is kept, and must match the body.
     """
+    if escapes is None and content_length is None and version == "1.2" and eol == "\n":
+        return _DEFAULT_ENCODER.encode(frame, headers, body)
     key = (version, type(version), escapes, type(escapes), content_length, type(content_length), eol, type(eol))
     encoder = _ENCODERS.get(key)
     if encoder is None:
@@ -1204,3 +1229,6 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
         if len(_ENCODERS) < 64:
             _ENCODERS[key] = encoder
     return (<Encoder>encoder).encode(frame, headers, body)
+
+
+cdef Encoder _DEFAULT_ENCODER = Encoder()

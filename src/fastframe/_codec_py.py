@@ -60,6 +60,8 @@ def _normalize_headers(headers: Any) -> Tuple[Header, ...]:
     items = headers.items() if isinstance(headers, Mapping) else headers
     out = []
     for item in items:
+        if isinstance(item, (str, bytes)):  # "ab" would unpack as ("a", "b")
+            raise TypeError(f"each header must be a (name, value) pair, not {item!r}")
         try:
             name, value = item
         except (TypeError, ValueError):
@@ -69,6 +71,15 @@ def _normalize_headers(headers: Any) -> Tuple[Header, ...]:
         # exact str: a subclass instance could carry a __dict__ and form a cycle
         out.append((name if type(name) is str else str(name), value if type(value) is str else str(value)))
     return tuple(out)
+
+
+def _first_wins(headers: Tuple[Header, ...]) -> Dict[str, str]:
+    """A dict of the first value of each name, in wire order of first appearance."""
+    result: Dict[str, str] = {}
+    for name, value in headers:
+        if name not in result:
+            result[name] = value
+    return result
 
 
 def _body_bytes(body: Any) -> bytes:
@@ -140,7 +151,7 @@ class Frame:
 
     def header_map(self) -> Dict[str, str]:
         """The headers as a dict in which the first entry of each name wins."""
-        return dict(reversed(self._headers))
+        return _first_wins(self._headers)
 
     def encode(self, version: str = "1.2", **options: Any) -> bytes:
         """Encode this frame; the options are those of :func:`encode`."""
@@ -618,25 +629,15 @@ class Encoder:
         if not command or "\n" in command or "\r" in command or "\0" in command:
             raise EncodeError(f"invalid command {command!r}")
         escape = command not in UNESCAPED_COMMANDS and self._table is not None
+        # one search over all names and values: the usual frame needs no escaping
+        if _NEEDS_CARE.search("".join([text for pair in header_list for text in pair])) is not None:
+            header_list = [self._escaped_header(name, value, escape, command) for name, value in header_list]
         eol = self._eol
         parts = [command, eol]
         has_length = False
         for name, value in header_list:
             if not name:
                 raise EncodeError("empty header name")
-            if "\0" in name or "\0" in value:
-                raise EncodeError(f"NUL in header {name!r}")
-            if escape:
-                name = name.translate(self._table)
-                value = value.translate(self._table)
-                if not self._cr_escaped and ("\r" in name or "\r" in value):
-                    raise EncodeError(f"header {name!r}: CR cannot be escaped in STOMP {self.options.escapes}")
-            else:
-                if ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value:
-                    raise EncodeError(
-                        f"header {name!r}: ':' in a name, CR or LF cannot be sent unescaped ({command}, STOMP "
-                        f"{self.options.escapes})"
-                    )
             if not has_length and name == "content-length":
                 has_length = True
                 if not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
@@ -652,6 +653,28 @@ class Encoder:
         except UnicodeEncodeError as exc:
             raise EncodeError(f"cannot encode as UTF-8: {exc.object[exc.start : exc.end]!r}") from None
         return b"".join((head, body_b, b"\0"))
+
+
+    def _escaped_header(self, name: str, value: str, escape: bool, command: str) -> Header:
+        """A header as it goes on the wire, or EncodeError when it cannot."""
+        if not name:
+            raise EncodeError("empty header name")
+        if "\0" in name or "\0" in value:
+            raise EncodeError(f"NUL in header {name!r}")
+        if escape:
+            if not self._cr_escaped and ("\r" in name or "\r" in value):
+                raise EncodeError(f"header {name!r}: CR cannot be escaped in STOMP {self.options.escapes}")
+            return (name.translate(self._table), value.translate(self._table))
+        if ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value:
+            raise EncodeError(
+                f"header {name!r}: ':' in a name, CR or LF cannot be sent unescaped ({command}, STOMP "
+                f"{self.options.escapes})"
+            )
+        return (name, value)
+
+
+#: What makes a name or value need escaping or a closer look before encoding.
+_NEEDS_CARE = re.compile("[\\\\\r\n:\0]")
 
 
 @functools.lru_cache(maxsize=64, typed=True)  # typed: 1 == True, but 1 is refused
@@ -677,4 +700,9 @@ def encode(
     contains NUL. ``eol`` is "\\n" or "\\r\\n". A content-length header given by
     the caller is kept, and must match the body.
     """
+    if version == "1.2" and escapes is None and content_length is None and eol == "\n":
+        return _DEFAULT_ENCODER.encode(frame, headers, body)
     return _encoder(version, escapes, content_length, eol).encode(frame, headers, body)
+
+
+_DEFAULT_ENCODER = Encoder()
