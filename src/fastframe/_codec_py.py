@@ -292,6 +292,7 @@ class Decoder:
         self._max_body = opts.max_body_size
         self._max_frame = opts.max_frame_size
         self._events = opts.heartbeat_events
+        self._seen_lines: Dict[str, Header] = {}  # head line -> its pair, in escaped frames
         self.reset()
 
     def reset(self) -> None:
@@ -411,67 +412,96 @@ class Decoder:
                 self._pos = pos
                 if not started:
                     return
-                self._start_frame(pos)
+                self._fs = pos
                 self._phase = _HEAD
-                if not self._head_fast(end) and not self._head_lines(end):
-                    return
+                if not self._head_fast(end, out):
+                    self._start_frame(pos)  # the line-by-line path needs the whole state
+                    if not self._head_lines(end):
+                        return
             elif phase == _HEAD:
                 if not self._head_lines(end):
                     return
             elif not self._read_body(end, out):
                 return
 
-    def _head_fast(self, end: int) -> bool:
-        """Parse a complete, ordinary head in one go; False leaves it to _head_lines."""
+    def _head_fast(self, end: int, out: List[Any]) -> bool:
+        """Parse a complete, ordinary head in one go, and its body when it is all here.
+
+        False leaves the head to _head_lines, which decides what is an error;
+        an unusual body is left to _begin_body/_read_body the same way.
+        """
         buf = self._buf
         fs = self._fs
         blank = buf.find(b"\n\n", fs, min(end, fs + self._max_frame, fs + _FAST_HEAD_WINDOW))
         if blank < 0:
             return False
-        head = bytes(buf[fs:blank])
-        if b"\r" in head or b"\0" in head:
-            return False
-        lines_b = head.split(b"\n")
-        if len(lines_b) - 1 > self._max_count:
-            return False
-        if len(head) > self._max_line and max(map(len, lines_b)) > self._max_line:
-            return False
         try:
-            lines = head.decode("utf-8").split("\n")
+            text = buf[fs:blank].decode("utf-8")
         except UnicodeDecodeError:
             return False
+        if "\r" in text or "\0" in text or text.count("\n") > self._max_count:
+            return False
+        if blank - fs > self._max_line and max(map(len, bytes(buf[fs:blank]).split(b"\n"))) > self._max_line:
+            return False
+        lines = text.split("\n")
         command = lines[0]
         if self._strict and command not in self._commands:
             return False
         escaped = command not in UNESCAPED_COMMANDS
-        unescape = self._unescape if escaped else None
+        unescape = self._unescape if escaped and "\\" in text else None
         colon_ok = self._colon_ok or not escaped
         headers = []
-        cl = -1
+        # lines repeat from frame to frame: reuse their (name, value) tuples
+        seen = self._seen_lines if escaped else {}
         for line in lines[1:]:
-            name, sep, value = line.partition(":")
-            if not name or not sep:
+            pair = seen.get(line)
+            if pair is None:
+                name, sep, value = line.partition(":")
+                if not name or not sep:
+                    return False
+                if not colon_ok and ":" in value:
+                    return False
+                if unescape is not None:
+                    try:
+                        name = unescape(name)
+                        value = unescape(value)
+                    except _UndefinedEscape:
+                        return False
+                pair = (name, value)
+                if len(seen) >= 512:
+                    seen.clear()  # bounded; lines that keep coming back are soon back in
+                seen[line] = pair
+            headers.append(pair)
+        cl = -1
+        at = text.find("\ncontent-length:")  # the first one: its name never needs escaping
+        if at >= 0:
+            stop = text.find("\n", at + 16)
+            value = text[at + 16 : stop if stop >= 0 else len(text)]
+            if not (value.isdigit() and value.isascii()) or len(value) > 19:
                 return False
-            if not colon_ok and ":" in value:
+            cl = int(value)
+            if cl > self._max_body:
                 return False
-            if unescape is not None and "\\" in line:
-                try:
-                    name = unescape(name)
-                    value = unescape(value)
-                except _UndefinedEscape:
-                    return False
-            if cl < 0 and name == "content-length":
-                if not (value.isdigit() and value.isascii()) or len(value) > 19:
-                    return False
-                cl = int(value)
-                if cl > self._max_body:
-                    return False
-            headers.append((name, value))
+        bs = blank + 2
+        # the body, when it is all here and nothing about it is unusual
+        if not self._strict or command in BODY_COMMANDS:
+            if cl >= 0:
+                nul = bs + cl
+                if nul >= end or buf[nul] or nul - fs >= self._max_frame:
+                    nul = -1
+            else:
+                nul = buf.find(b"\0", bs, min(end, bs + self._max_body + 1, fs + self._max_frame))
+            if nul >= 0:
+                body = bytes(memoryview(buf)[bs:nul]) if nul - bs > 4096 else bytes(buf[bs:nul])
+                out.append(_make_frame(command, tuple(headers), body, self._base + fs))
+                self._pos = nul + 1
+                self._phase = _BETWEEN
+                return True
         self._command = command
         self._escaped = escaped
         self._headers = headers
         self._cl = cl
-        self._begin_body(blank + 2)
+        self._begin_body(bs)
         return True
 
     def _head_lines(self, end: int) -> bool:
