@@ -218,9 +218,6 @@ class Heartbeat:
 
 # --------------------------------------------------------------------------- escapes
 
-_ESCAPE_SEQUENCE = re.compile(r"\\(.?)", re.S)
-
-
 class _UndefinedEscape(Exception):
     pass
 
@@ -234,19 +231,21 @@ def _make_unescaper(escapes: str, keep_undefined: bool) -> Any:
     table = UNESCAPE[escapes]
     if not table:
         return None  # STOMP 1.0: a backslash is an ordinary character
-
-    def replace(match: "re.Match[str]") -> str:
-        char = table.get(match.group(1))
-        if char is None:
-            if keep_undefined:
-                return match.group(0)
-            raise _UndefinedEscape
-        return char
-
-    substitute = _ESCAPE_SEQUENCE.sub
+    others = [("\\" + letter, char) for letter, char in table.items() if letter != "\\"]
 
     def unescape(text: str) -> str:
-        return substitute(replace, text) if "\\" in text else text
+        if "\\" not in text:
+            return text
+        # split at escaped backslashes first: what is left has no "\\\\"
+        pieces = text.split("\\\\")
+        for i, piece in enumerate(pieces):
+            if "\\" in piece:
+                for sequence, char in others:
+                    piece = piece.replace(sequence, char)
+                if "\\" in piece and not keep_undefined:
+                    raise _UndefinedEscape
+                pieces[i] = piece
+        return "\\".join(pieces)
 
     return unescape
 
