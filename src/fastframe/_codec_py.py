@@ -645,7 +645,9 @@ class Encoder:
 
     def encode(self, frame: Any, headers: Optional[HeadersLike] = None, body: Optional[BytesLike] = None) -> bytes:
         """Encode a Frame, or a command with headers and body, to bytes."""
-        if getattr(frame, "__fastframe_frame__", False):
+        if type(frame) is Frame and headers is None and body is None:
+            command, header_list, body_b = frame._command, frame._headers, frame._body
+        elif getattr(frame, "__fastframe_frame__", False):
             if headers is not None or body is not None:
                 raise TypeError("pass either a Frame or (command, headers, body), not both")
             command, header_list, body_b = frame.command, frame.headers, frame.body
@@ -658,31 +660,37 @@ class Encoder:
         if not command or "\n" in command or "\r" in command or "\0" in command:
             raise EncodeError(f"invalid command {command!r}")
         escape = command not in UNESCAPED_COMMANDS and self._table is not None
-        # one search over all names and values: the usual frame needs no escaping
-        if _NEEDS_CARE.search("".join([text for pair in header_list for text in pair])) is not None:
+        count = len(header_list)
+        head = "\n".join([f"{name}:{value}" for name, value in header_list])
+        # the usual frame: nothing to escape or refuse, as a few scans of the joined head show
+        if (
+            "\\" in head
+            or "\r" in head
+            or "\0" in head
+            or head.count(":") != count
+            or head.count("\n") != max(count - 1, 0)
+        ):
             header_list = [self._escaped_header(name, value, escape, command) for name, value in header_list]
-        eol = self._eol
-        parts = [command, eol]
-        has_length = False
-        for name, value in header_list:
-            if not name:
-                raise EncodeError("empty header name")
-            if not has_length and name == "content-length":
-                has_length = True
-                if not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
-                    raise EncodeError(f"content-length {value!r} contradicts the {len(body_b)}-byte body")
-            parts += (name, ":", value, eol)
-        if not has_length:
-            wanted = self._content_length
-            if (wanted is None and body_b) or wanted or b"\0" in body_b:
-                parts += ("content-length:", str(len(body_b)), eol)
-        parts.append(eol)
+            head = "\n".join([f"{name}:{value}" for name, value in header_list])
+        if head.startswith(":") or "\n:" in head:
+            raise EncodeError("empty header name")
+        at = 0 if head.startswith("content-length:") else head.find("\ncontent-length:") + 1
+        if at > 0 or head.startswith("content-length:"):
+            stop = head.find("\n", at)
+            value = head[at + 15 : stop if stop >= 0 else len(head)]
+            size = str(len(body_b))
+            if value != size and not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
+                raise EncodeError(f"content-length {value!r} contradicts the {size}-byte body")
+        elif (self._content_length is None and body_b) or self._content_length or b"\0" in body_b:
+            head = f"{head}\ncontent-length:{len(body_b)}" if count else f"content-length:{len(body_b)}"
+        text = f"{command}\n{head}\n\n" if head else f"{command}\n\n"
+        if self._eol != "\n":
+            text = text.replace("\n", self._eol)  # no LF is left in names or values by now
         try:
-            head = "".join(parts).encode("utf-8")
+            encoded = text.encode("utf-8")
         except UnicodeEncodeError as exc:
             raise EncodeError(f"cannot encode as UTF-8: {exc.object[exc.start : exc.end]!r}") from None
-        return b"".join((head, body_b, b"\0"))
-
+        return b"".join((encoded, body_b, b"\0"))
 
     def _escaped_header(self, name: str, value: str, escape: bool, command: str) -> Header:
         """A header as it goes on the wire, or EncodeError when it cannot."""
@@ -700,10 +708,6 @@ class Encoder:
                 f"{self.options.escapes})"
             )
         return (name, value)
-
-
-#: What makes a name or value need escaping or a closer look before encoding.
-_NEEDS_CARE = re.compile("[\\\\\r\n:\0]")
 
 
 @functools.lru_cache(maxsize=64, typed=True)  # typed: 1 == True, but 1 is refused
