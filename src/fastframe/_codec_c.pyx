@@ -67,9 +67,9 @@ cdef enum:
     COLON = 58
     BACKSLASH = 92
     MAX_INTERNED = 64
-    CACHE_SLOTS = 512  # per-decoder cache of short ASCII names and values
+    CACHE_SLOTS = 256  # per-decoder cache of short names and values, by their wire bytes
     PAIR_SLOTS = 256  # per-decoder cache of (name, value) tuples
-    CACHE_MAX_SIZE = 48
+    CACHE_MAX_SIZE = 40
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
 
@@ -127,9 +127,9 @@ cdef inline str _ascii(const unsigned char *data, Py_ssize_t size):
 
 
 cdef struct CacheSlot:
-    PyObject *text  # owned
+    PyObject *text  # owned: the decoded (and unescaped) str
     Py_ssize_t size
-    unsigned long long head  # the first (up to) 8 bytes: most misses are told without touching text
+    unsigned char raw[CACHE_MAX_SIZE]  # the bytes on the wire
 
 
 cdef struct PairSlot:
@@ -154,7 +154,7 @@ cdef inline size_t _slot(unsigned long long head, const unsigned char *data, Py_
     # the first and last 8 bytes and the length; a collision only costs a miss
     cdef unsigned long long tail = _load8(data + size - 8, 8) if size > 8 else 0
     cdef unsigned long long h = (head ^ (tail >> 7) ^ (tail << 29) ^ <unsigned long long>size) * 0x9E3779B97F4A7C15ULL
-    return <size_t>(h >> 55) & (CACHE_SLOTS - 1)
+    return <size_t>(h >> 56) & (CACHE_SLOTS - 1)
 
 
 # ---------------------------------------------------------------- frame
@@ -302,21 +302,57 @@ cdef inline unsigned long long _has_byte(unsigned long long word, unsigned long 
     return (x - ONES) & ~x & HIGHS
 
 
-cdef inline bint _special8(const unsigned char *p) noexcept:
-    """True when one of these 8 bytes is NUL, CR, backslash or non-ASCII."""
-    cdef unsigned long long word
-    memcpy(&word, p, 8)
-    return ((word & HIGHS) | _has_byte(word, 0) | _has_byte(word, CR) | _has_byte(word, BACKSLASH)) != 0
+cdef enum ByteFlags:
+    HAS_NUL = 1
+    HAS_CR = 2
+    HAS_COLON = 4
+    HAS_BACKSLASH = 8
+    HAS_HIGH = 16
 
 
-cdef inline bint _plain8(const unsigned char *p) noexcept:
-    """True when none of these 8 bytes is NUL, CR, ':', backslash or non-ASCII."""
-    cdef unsigned long long word
-    memcpy(&word, p, 8)
-    return not (
-        (word & HIGHS) | _has_byte(word, 0) | _has_byte(word, CR) | _has_byte(word, COLON)
-        | _has_byte(word, BACKSLASH)
-    )
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef inline int _byte_flags(const unsigned char *p, Py_ssize_t size) noexcept:
+    """Which of NUL, CR, ':', backslash and non-ASCII bytes ``p[:size]`` holds."""
+    cdef unsigned long long word, high = 0, nul = 0, cr = 0, colon = 0, backslash = 0
+    cdef Py_ssize_t i = 0
+    cdef int flags = 0
+    cdef unsigned char c
+    if size < 8:
+        for i in range(size):
+            c = p[i]
+            if c >= 0x80:
+                flags |= HAS_HIGH
+            elif c == 0:
+                flags |= HAS_NUL
+            elif c == CR:
+                flags |= HAS_CR
+            elif c == COLON:
+                flags |= HAS_COLON
+            elif c == BACKSLASH:
+                flags |= HAS_BACKSLASH
+        return flags
+    while True:  # 8 bytes at a time; the last word may overlap the one before
+        memcpy(&word, p + i, 8)
+        high |= word & HIGHS
+        nul |= _has_byte(word, 0)
+        cr |= _has_byte(word, CR)
+        colon |= _has_byte(word, COLON)
+        backslash |= _has_byte(word, BACKSLASH)
+        if i + 8 >= size:
+            break
+        i = min(i + 8, size - 8)
+    if high:
+        flags |= HAS_HIGH
+    if nul:
+        flags |= HAS_NUL
+    if cr:
+        flags |= HAS_CR
+    if colon:
+        flags |= HAS_COLON
+    if backslash:
+        flags |= HAS_BACKSLASH
+    return flags
 
 
 cdef inline bint _is_escape_letter(int escapes, unsigned char c) noexcept:
@@ -369,7 +405,7 @@ cdef class Decoder:
     cdef bint escaped
     cdef PyObject **pairs  # the (name, value) tuples of the frame in progress (owned)
     cdef Py_ssize_t n_pairs, pairs_cap
-    cdef CacheSlot cache[CACHE_SLOTS]  # short ASCII names and values seen lately
+    cdef CacheSlot cache[CACHE_SLOTS]  # short names and values seen lately (16 KiB)
     cdef PairSlot pair_cache[PAIR_SLOTS]  # (name, value) tuples seen lately
     cdef object error
     # scratch space for unescaping
@@ -385,11 +421,11 @@ cdef class Decoder:
         cdef int i
         for i in range(CACHE_SLOTS):
             self.cache[i].text = NULL
-            self.cache[i].size = -1
+            self.cache[i].size = -1  # matches no field
         for i in range(PAIR_SLOTS):
             self.pair_cache[i].pair = self.pair_cache[i].name = self.pair_cache[i].value = NULL
         for name in COMMON_HEADER_NAMES:
-            self._cached(<const unsigned char *>PyUnicode_AsUTF8AndSize(name, &size), size)
+            self._remember(<const unsigned char *>PyUnicode_AsUTF8AndSize(name, &size), size, name)
 
     def __dealloc__(self):
         cdef int i
@@ -729,41 +765,53 @@ cdef class Decoder:
             self.scratch_cap = max(size, 256)
         return self.scratch
 
-    cdef str _cached(self, const unsigned char *p, Py_ssize_t size):
-        """The str of short ASCII bytes, from the cache when it was seen lately."""
-        cdef unsigned long long head = _load8(p, size)
-        cdef CacheSlot *slot = &self.cache[_slot(head, p, size)]
-        if slot.size == size and slot.head == head and (
-            size <= 8 or memcmp(<char *>PyUnicode_DATA_PTR(slot.text) + 8, p + 8, size - 8) == 0
-        ):
-            return <str>slot.text
-        text = _ascii(p, size)
+    cdef inline CacheSlot *_slot_of(self, const unsigned char *p, Py_ssize_t size) noexcept:
+        return &self.cache[_slot(_load8(p, size), p, size)]
+
+    cdef void _remember(self, const unsigned char *p, Py_ssize_t size, str text) noexcept:
+        cdef CacheSlot *slot = self._slot_of(p, size)
         Py_XDECREF(slot.text)
         Py_INCREF(text)
         slot.text = <PyObject *>text
         slot.size = size
-        slot.head = head
+        memcpy(slot.raw, p, size)
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef object _field(self, const unsigned char *p, Py_ssize_t size, bint backslash, bint unescape, bint high):
+        """Decode one name or value; None when it has an undefined escape or bad UTF-8.
+
+        Short fields come from the cache when their bytes were seen lately; a
+        field whose backslashes are kept as they are (CONNECT, STOMP 1.0) is
+        not cached, as the same bytes unescape elsewhere.
+        """
+        cdef CacheSlot *slot
+        cdef bint cacheable = size <= CACHE_MAX_SIZE and (unescape or not backslash)
+        if size == 0:
+            return ""
+        if cacheable:
+            slot = self._slot_of(p, size)
+            if slot.size == size and memcmp(slot.raw, p, size) == 0:
+                return <object>slot.text
+        if backslash and unescape:
+            text = self._unescape(p, size, high)
+        elif high:
+            try:
+                text = PyUnicode_DecodeUTF8(<char *>p, size, NULL)
+            except UnicodeDecodeError:
+                return None
+        else:
+            text = _ascii(p, size)
+        if cacheable and text is not None:
+            self._remember(p, size, text)
         return text
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    cdef object _field(self, const unsigned char *p, Py_ssize_t size, bint has_escape, bint high, bint is_name):
-        """Decode one name or value; None when it has an undefined escape or bad UTF-8."""
+    cdef object _unescape(self, const unsigned char *p, Py_ssize_t size, bint high):
         cdef Py_ssize_t i = 0, n = 0
-        cdef char *out
+        cdef char *out = self._scratch(size)
         cdef unsigned char c
-        if size == 0:
-            return ""
-        if not has_escape:
-            if not high:
-                if size <= CACHE_MAX_SIZE:
-                    return self._cached(p, size)
-                return _ascii(p, size)
-            try:
-                return PyUnicode_DecodeUTF8(<char *>p, size, NULL)
-            except UnicodeDecodeError:
-                return None
-        out = self._scratch(size)
         while i < size:
             c = p[i]
             if c == BACKSLASH:
@@ -787,77 +835,34 @@ cdef class Decoder:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     cdef int _parse_header(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
-        cdef Py_ssize_t colon = -1, i, stop, value_at
+        cdef Py_ssize_t colon, i, value_at
         cdef unsigned char c
-        cdef bint bad = False, name_escape = False, value_escape = False, name_high = False, value_high = False
+        cdef int name_flags, value_flags = 0, bad
         cdef bint unescape = self.escaped and self.escapes != 0
-        cdef bint colon_ok = self.colon_ok or not self.escaped
         cdef unsigned long long length = 0
-        cdef tuple pair
-        cdef const unsigned char *hit
-        cdef bint plain = content_end - ls >= 8
-        # the common line: 8 bytes at a time (the last word overlaps), nothing but
-        # the colon to find
-        if plain:
-            i = ls
-            while i + 8 <= content_end:
-                if _special8(b + i):
-                    plain = False
-                    break
-                i += 8
-            if plain and i < content_end and _special8(b + content_end - 8):
-                plain = False
-        if plain:
-            hit = <const unsigned char *>memchr(b + ls, COLON, content_end - ls)
-            if hit != NULL:
-                colon = hit - b
-                if not colon_ok and memchr(hit + 1, COLON, content_end - colon - 1) != NULL:
-                    bad = True
-        # any other line: one pass that finds the colon and anything that needs a
-        # closer look, skipping 8 plain bytes at a time
-        i = content_end if plain else ls
-        while i < content_end:
-            if i + 8 <= content_end:
-                if _plain8(b + i):
-                    i += 8
-                    continue
-                stop = i + 8
-            else:
-                stop = content_end
-            while i < stop:
-                c = b[i]
-                i += 1
-                if c > COLON:
-                    if c == BACKSLASH:
-                        if colon < 0:
-                            name_escape = True
-                        else:
-                            value_escape = True
-                    elif c >= 0x80:
-                        if colon < 0:
-                            name_high = True
-                        else:
-                            value_high = True
-                elif c == COLON:
-                    if colon < 0:
-                        colon = i - 1
-                    elif not colon_ok:
-                        bad = True
-                elif c == 0 or (c == CR and not self.bare_cr_ok):
-                    bad = True
-        if colon < 0:
-            if not self.missing_colon_ok:
-                bad = True
-            colon = content_end
-            value_at = content_end
-        else:
+        cdef const unsigned char *hit = <const unsigned char *>memchr(b + ls, COLON, content_end - ls)
+        if hit != NULL:
+            colon = hit - b
             value_at = colon + 1
-            if colon == ls:
-                bad = True
-        if bad:
+            name_flags = _byte_flags(b + ls, colon - ls)
+            value_flags = _byte_flags(b + value_at, content_end - value_at)
+        else:
+            colon = value_at = content_end
+            name_flags = _byte_flags(b + ls, content_end - ls)
+        # what the line may not hold under this decoder's options
+        bad = HAS_NUL
+        if not self.bare_cr_ok:
+            bad |= HAS_CR
+        if (name_flags | value_flags) & bad:
             self._diagnose(b, ls, content_end)
-        name = self._field(b + ls, colon - ls, name_escape and unescape, name_high, True)
-        value = self._field(b + value_at, content_end - value_at, value_escape and unescape, value_high, False)
+        if (value_flags & HAS_COLON and not (self.colon_ok or not self.escaped)) or colon == ls or (
+            hit == NULL and not self.missing_colon_ok
+        ):
+            self._diagnose(b, ls, content_end)
+        name = self._field(b + ls, colon - ls, name_flags & HAS_BACKSLASH, unescape, name_flags & HAS_HIGH)
+        value = self._field(
+            b + value_at, content_end - value_at, value_flags & HAS_BACKSLASH, unescape, value_flags & HAS_HIGH
+        )
         if name is None or value is None:
             self._diagnose(b, ls, content_end)
         if self.cl < 0 and colon - ls == 14 and memcmp(b + ls, b"content-length", 14) == 0:
