@@ -332,7 +332,13 @@ class Decoder:
         out: List[Any] = []
         if not len(data):
             return out
-        self._buf += data
+        if self._pos == len(self._buf) and type(data) is bytes:
+            # nothing buffered: parse the caller's bytes in place, keep only the tail
+            self._base += self._pos
+            self._pos = 0
+            self._buf = data  # type: ignore[assignment]
+        else:
+            self._buf += data
         try:
             self._run(out)
         except FrameError as error:
@@ -366,8 +372,11 @@ class Decoder:
 
     def _compact(self) -> None:
         shift = self._pos
-        if shift:
+        if type(self._buf) is bytes:  # parsed in place: keep a copy of the tail only
+            self._buf = bytearray(memoryview(self._buf)[shift:])
+        elif shift:
             del self._buf[:shift]  # cheap: CPython moves the bytearray's start pointer
+        if shift:
             self._base += shift
             self._pos = 0
             if self._phase != _BETWEEN:
