@@ -13,8 +13,12 @@ $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.p
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
+# the main job: a seeded sample archive of STOMP captures, converted to Parquet by Spark (local mode)
 demo: $(VENV)/.installed
-	$(VENV)/bin/fastframe demo
+	@command -v java >/dev/null || { echo "make demo runs Spark, which needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	rm -rf out/demo-archive out/demo-parquet
+	$(VENV)/bin/fastframe sample-archive out/demo-archive
+	$(VENV)/bin/fastframe convert out/demo-archive --out out/demo-parquet
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q

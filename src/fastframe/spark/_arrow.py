@@ -13,6 +13,7 @@ name and value arrays unless a frame repeats a header name.
 from __future__ import annotations
 
 from itertools import accumulate, chain
+from operator import itemgetter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -52,14 +53,38 @@ def arrow_schema(fields: Optional[Sequence[Field]] = None) -> pa.Schema:
     return pa.schema([pa.field(name, kind, nullable) for name, nullable, kind in fields])
 
 
-def _first_wins(frames: Sequence[Any], hs: List[Any], lens: List[int], flat: pa.StructArray) -> Tuple[Any, ...]:
-    """Keys, values and offsets of the header_map column.
+def _repeating_rows(frames: Sequence[Any], lens: List[int], names: pa.Array, headers: pa.Array) -> List[int]:
+    """The rows whose frame repeats a header name.
 
-    ``Frame.header_map()`` (the codec's first-wins view) tells which frames
-    repeat a name; only those get their later repeats filtered out.
+    With numpy (PySpark's pandas brings it) this is a few vectorized steps
+    over the whole batch; otherwise each frame's first-wins view
+    (``Frame.header_map()``) is compared with its header count.
+    """
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with pandas
+        return [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(names)
+    distinct = len(encoded.dictionary)
+    # one number per (row, name): a repeat within a row is a repeated number
+    keys = pc.list_parent_indices(headers).to_numpy() * distinct + encoded.indices.to_numpy()
+    if len(lens) * distinct <= 1 << 22:
+        repeated = np.flatnonzero(np.bincount(keys) > 1)
+    else:
+        ordered = np.sort(keys)
+        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    return [int(row) for row in np.unique(repeated // distinct)]
+
+
+def _first_wins(hs: List[Any], lens: List[int], flat: pa.StructArray, repeated: List[int]) -> Tuple[Any, ...]:
+    """Keys, values and offsets of the header_map column: the first header of each name wins.
+
+    Only the rows that repeat a name (``repeated``) lose entries; the other
+    rows share the headers column's arrays.
     """
     names, values = flat.field(0), flat.field(1)
-    repeated = [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
     if not repeated:
         return names, values, None
     keep = [True] * len(flat)
@@ -79,7 +104,7 @@ def _first_wins(frames: Sequence[Any], hs: List[Any], lens: List[int], flat: pa.
     return names.filter(mask), values.filter(mask), offsets
 
 
-_JOIN_BODIES = 1 << 20
+_JOIN_BODIES = 1 << 20  # bodies averaging 32 KiB and more are joined
 
 
 def _binary(bodies: List[bytes]) -> pa.Array:
@@ -89,7 +114,7 @@ def _binary(bodies: List[bytes]) -> pa.Array:
     twice the batch in memory; one join holds it once (and is as fast there).
     """
     total = sum(map(len, bodies))
-    if total < _JOIN_BODIES:
+    if total < _JOIN_BODIES * len(bodies) // 32:  # small bodies on average: pa.array is faster
         return pa.array(bodies, pa.binary())
     offsets = pa.array(list(accumulate(map(len, bodies), initial=0)), pa.int32())
     return pa.Array.from_buffers(pa.binary(), len(bodies), [None, offsets.buffers()[1], pa.py_buffer(b"".join(bodies))])
@@ -118,11 +143,20 @@ class BatchBuilder:
             lens = list(map(len, hs))
             list_offsets = pa.array(list(accumulate(lens, initial=0)), pa.int32())
             headers_type = self.types.get("headers", HEADERS_TYPE)
-            flat = pa.array(list(chain.from_iterable(hs)), headers_type.value_type)
+            pairs = list(chain.from_iterable(hs))
+            # two string columns convert twice as fast as one column of (name, value) tuples
+            struct_type = headers_type.value_type
+            flat = pa.StructArray.from_arrays(
+                [pa.array(list(map(itemgetter(0), pairs)), pa.string()),
+                 pa.array(list(map(itemgetter(1), pairs)), pa.string())],
+                fields=[struct_type.field(0), struct_type.field(1)],
+            )  # fmt: skip
+            headers = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
             if "headers" in names:
-                columns["headers"] = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
+                columns["headers"] = headers
             if "header_map" in names:
-                keys, items, map_offsets = _first_wins(frames, hs, lens, flat)
+                repeated = _repeating_rows(frames, lens, flat.field(0), headers)
+                keys, items, map_offsets = _first_wins(hs, lens, flat, repeated)
                 columns["header_map"] = pa.MapArray.from_arrays(
                     list_offsets if map_offsets is None else map_offsets, keys, items, type=self.types["header_map"]
                 )

@@ -41,7 +41,9 @@ class LocalFS:
     kind = "local"
 
     def to_display(self, path: str) -> str:
-        return path
+        # absolute, as Spark qualifies paths: relative ones resolve against the directory the
+        # JVM (and so every Python worker) started in, and rows should say where they come from
+        return os.path.abspath(path)
 
     def info(self, path: str) -> Optional[FileInfo]:
         try:

@@ -16,9 +16,10 @@ appender.stderr.name = stderr
 appender.stderr.target = SYSTEM_ERR
 appender.stderr.layout.type = PatternLayout
 appender.stderr.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-# the same level for the shell logger keeps Spark from announcing "Setting default log level"
-logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+# PySpark's gateway counts as a shell: with its logger at the root level, Spark does not
+# announce "Setting default log level"
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
 """
 
 
