@@ -236,7 +236,7 @@ def main(argv: Any = None) -> int:
             sink: {name: {"wall": float("inf"), "cpu": float("inf")} for name in sources} for sink in sinks
         }
         for sink in sinks:
-            for name, df in sources.items():  # warm-up: workers started, sources looked up
+            for df in sources.values():  # warm-up: workers started, sources looked up
                 time_sink(df, sink, os.path.join(tmp, "parquet"), jvm_pid)
             for _ in range(args.repeat):
                 # alternate the two, so that a change in machine load hits both alike

@@ -32,13 +32,17 @@ def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
 
 
 def tree_digest(root: Path) -> Dict[str, str]:
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
+    }
 
 
 def test_sample_archives_are_seeded(tmp_path: Path) -> None:
     assert spark_main(["sample-archive", str(tmp_path / "a"), "--connections", "3", "--frames", "50"]) == 0
     assert spark_main(["sample-archive", str(tmp_path / "b"), "--connections", "3", "--frames", "50"]) == 0
-    assert spark_main(["sample-archive", str(tmp_path / "c"), "--connections", "3", "--frames", "50", "--seed", "1"]) == 0
+    assert (
+        spark_main(["sample-archive", str(tmp_path / "c"), "--connections", "3", "--frames", "50", "--seed", "1"]) == 0
+    )
     a, b, c = (tree_digest(tmp_path / name) for name in "abc")
     assert a == b and len(a) == 7  # 3 connections x 2 sides + _manifest.json
     assert a != c and a.keys() == c.keys()

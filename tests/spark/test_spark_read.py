@@ -128,7 +128,13 @@ def test_a_file_larger_than_the_worker_memory_is_streamed(spark: Any, tmp_path_f
         "count(*) AS frames", "sum(length(body)) AS body", "max(frame_index) AS last", "count(error_code) AS errors",
         "min(CAST(header_map['x-seq'] AS INT) = frame_index) AS in_order",
     ).collect()[0]  # fmt: skip
-    assert got.asDict() == {"frames": size_mib, "body": size_mib << 20, "last": size_mib - 1, "errors": 0, "in_order": True}
+    assert got.asDict() == {
+        "frames": size_mib,
+        "body": size_mib << 20,
+        "last": size_mib - 1,
+        "errors": 0,
+        "in_order": True,
+    }
     os.remove(path)
 
 
@@ -159,13 +165,17 @@ def test_a_schema_selects_columns(spark: Any, archive: Dict[str, Any], archive_r
         spark.read.format("stomp").schema("nope STRING").load(path).collect()
 
 
-def test_read_stomp_gives_the_same_rows_over_map_in_arrow(spark: Any, archive: Dict[str, Any], archive_rows: Any) -> None:
+def test_read_stomp_gives_the_same_rows_over_map_in_arrow(
+    spark: Any, archive: Dict[str, Any], archive_rows: Any
+) -> None:
     df = read_stomp(spark, archive["root"], recursiveFileLookup=True)
     assert split_rows(collect(df)) == split_rows(archive_rows[1])
 
 
 @pytest.mark.parametrize("filesystem", ["pyarrow", "fsspec"])
-def test_other_filesystem_layers_read_the_same(spark: Any, filesystem: str, archive: Dict[str, Any], archive_rows: Any) -> None:
+def test_other_filesystem_layers_read_the_same(
+    spark: Any, filesystem: str, archive: Dict[str, Any], archive_rows: Any
+) -> None:
     root = archive["root"]
     df = spark.read.format("stomp").option("filesystem", filesystem).option("recursiveFileLookup", True).load(root)
     assert split_rows(collect(df)) == split_rows(archive_rows[1])

@@ -22,7 +22,7 @@ from fastframe.spark._arrow import arrow_schema, default_fields
 from fastframe.spark._fs import iter_files
 from fastframe.spark._index import INDEX_SUFFIX, choose_splits, scan_checkpoints, write_index
 from fastframe.spark._options import parse_size, read_options, write_options
-from fastframe.spark._read import MalformedStompError, Split, plan, read_split
+from fastframe.spark._read import MalformedStompError, plan, read_split
 from fastframe.spark._write import FrameFileWriter
 
 from .helpers import bare_decode, split_rows
@@ -219,7 +219,9 @@ def test_version_and_tolerance_options_reach_the_decoder(twin: Any, tmp_path: An
 
 
 @pytest.mark.parametrize("ending, compress", [(".gz", gzip.compress), (".bz2", bz2.compress), (".zst", None)])
-def test_compressed_files_are_decompressed_by_their_ending(twin: Any, tmp_path: Any, ending: str, compress: Any) -> None:
+def test_compressed_files_are_decompressed_by_their_ending(
+    twin: Any, tmp_path: Any, ending: str, compress: Any
+) -> None:
     data = awkward_stream(200)
     if compress is None:
         compress = lambda raw: pa.compress(raw, "zstd", asbytes=True)  # noqa: E731
@@ -326,7 +328,10 @@ def test_an_indexed_file_splits_at_frames_and_reads_the_same(twin: Any, tmp_path
     assert rows == whole
 
     # other decoder options: the index proves nothing for them, the file is read whole
-    assert len([s for p in plan(read_options({"path": path, "maxPartitionBytes": "256k", "strict": "true"})) for s in p]) == 1
+    assert (
+        len([s for p in plan(read_options({"path": path, "maxPartitionBytes": "256k", "strict": "true"})) for s in p])
+        == 1
+    )
     # a file changed since it was indexed: the stale index is ignored
     write(path, data + generate_stream(5, seed=9))
     assert len([s for p in plan(opts) for s in p]) == 1
@@ -385,7 +390,9 @@ def test_the_writer_takes_header_map_without_headers_and_refuses_rows_without_co
     table = pa.table(
         {
             "command": ["SEND", "MESSAGE"],
-            "header_map": pa.array([[("destination", "/q")], [("a", "1"), ("b", "2")]], pa.map_(pa.string(), pa.string())),
+            "header_map": pa.array(
+                [[("destination", "/q")], [("a", "1"), ("b", "2")]], pa.map_(pa.string(), pa.string())
+            ),
             "body": [b"x\0y", None],
         }
     )
@@ -400,7 +407,9 @@ def test_the_writer_takes_header_map_without_headers_and_refuses_rows_without_co
     ]
     bad = pa.table({"command": pa.array([None], pa.string())})
     with pytest.raises(ValueError, match="null command"):
-        FrameFileWriter(write_options({"path": str(tmp_path / "p")}), ["command"], False).write_partition(bad.to_batches(), 0)
+        FrameFileWriter(write_options({"path": str(tmp_path / "p")}), ["command"], False).write_partition(
+            bad.to_batches(), 0
+        )
     with pytest.raises(ValueError, match="needs a 'command' column"):
         FrameFileWriter(write_options({"path": str(tmp_path / "p")}), ["body"], False)
 

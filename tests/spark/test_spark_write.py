@@ -121,4 +121,6 @@ def test_write_index_lets_big_outputs_split(spark: Any, source: Any, tmp_path: A
     assert os.path.exists(os.path.join(out, name + ".ffidx"))
     back = spark.read.format("stomp").option("maxPartitionBytes", "256k").load(out)
     assert back.rdd.getNumPartitions() >= 3
-    assert frames_of(back.orderBy("frame_index")) == frames_of(spark.read.format("stomp").load(out).orderBy("frame_index"))
+    assert frames_of(back.orderBy("frame_index")) == frames_of(
+        spark.read.format("stomp").load(out).orderBy("frame_index")
+    )

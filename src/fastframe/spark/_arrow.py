@@ -16,9 +16,9 @@ from itertools import accumulate, chain
 from operator import itemgetter
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import pyarrow as pa
+import pyarrow as pa  # type: ignore[import-untyped]
 
-from ._columns import COLUMNS, COLUMN_NAMES, ERROR_NULL, SPARK_DDL  # noqa: F401  (re-exported)
+from ._columns import COLUMN_NAMES, COLUMNS, ERROR_NULL, SPARK_DDL  # noqa: F401  (re-exported)
 
 HEADER_STRUCT = pa.struct([pa.field("name", pa.string(), False), pa.field("value", pa.string(), False)])
 HEADERS_TYPE = pa.list_(pa.field("element", HEADER_STRUCT, False))
@@ -64,7 +64,7 @@ def _repeating_rows(frames: Sequence[Any], lens: List[int], names: pa.Array, hea
         import numpy as np
     except ImportError:  # pragma: no cover - numpy comes with pandas
         return [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
 
     encoded = pc.dictionary_encode(names)
     distinct = len(encoded.dictionary)

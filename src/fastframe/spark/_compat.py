@@ -52,7 +52,7 @@ def write_stomp(df: Any, path: str, mode: str = "errorifexists", **options: Any)
     ``errorifexists``. Returns the totals (files, frames, bytes,
     skipped_error_rows).
     """
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     from ._fs import resolve
     from ._write import FrameFileWriter
@@ -74,6 +74,7 @@ def write_stomp(df: Any, path: str, mode: str = "errorifexists", **options: Any)
         from pyspark import TaskContext
 
         context = TaskContext.get()
+        assert context is not None, "write_stomp's tasks run inside Spark"
         message = writer.write_partition(batches, context.partitionId(), context.attemptNumber())
         yield pa.RecordBatch.from_pydict({"message": [json.dumps(message)]})
 

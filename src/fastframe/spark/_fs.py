@@ -64,7 +64,7 @@ class LocalFS:
         return _glob.glob(pattern)
 
     def open_read(self, path: str) -> Any:
-        import pyarrow as pa
+        import pyarrow as pa  # type: ignore[import-untyped]
 
         return pa.OSFile(path, "rb")  # native reads that release the GIL
 
@@ -100,7 +100,7 @@ class ArrowFS:
         return self.prefix + path
 
     def info(self, path: str) -> Optional[FileInfo]:
-        from pyarrow.fs import FileType
+        from pyarrow.fs import FileType  # type: ignore[import-untyped]
 
         got = self.fs.get_file_info(path)
         if got.type == FileType.NotFound:
@@ -265,7 +265,7 @@ def resolve(path: str, prefer: str = "auto") -> Tuple[Any, str]:
             if prefer == "pyarrow":
                 raise
     try:
-        import fsspec
+        import fsspec  # type: ignore[import-untyped]
     except ImportError:
         raise ImportError(
             f"reading {path!r} needs fsspec (pip install fsspec, plus the package for {scheme or 'the'} "

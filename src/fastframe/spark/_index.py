@@ -18,7 +18,7 @@ decide where a malformed file stops, hence which boundaries exist).
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import fastframe
 
@@ -80,9 +80,7 @@ def index_path(path: str) -> str:
     return path + INDEX_SUFFIX
 
 
-def write_index(
-    path: str, interval: int = 4 << 20, prefer: str = "auto", **decoder_kwargs: Any
-) -> Dict[str, Any]:
+def write_index(path: str, interval: int = 4 << 20, prefer: str = "auto", **decoder_kwargs: Any) -> Dict[str, Any]:
     """Scan ``path`` and write its index sidecar ``path + ".ffidx"``; return the index.
 
     ``decoder_kwargs`` are the codec's Decoder options; reads use the index
@@ -100,7 +98,11 @@ def write_index(
 
 
 def make_index(
-    size: int, decoder_kwargs: Dict[str, Any], checkpoints: List[Checkpoint], frames: int, error_offset: Optional[int]
+    size: int,
+    decoder_kwargs: Dict[str, Any],
+    checkpoints: Sequence[Sequence[int]],
+    frames: int,
+    error_offset: Optional[int],
 ) -> Dict[str, Any]:
     return {
         "format": INDEX_FORMAT,

@@ -151,7 +151,9 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "version":
         return _choice(value, fastframe.VERSIONS)
     if kind == "version?":
-        return None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, fastframe.VERSIONS)
+        return (
+            None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, fastframe.VERSIONS)
+        )
     if kind == "mode":
         return _choice(value, MODES, upper=True)
     if kind == "split":
@@ -169,17 +171,19 @@ def _convert(kind: str, value: Any) -> Any:
         if value is None or isinstance(value, bool):
             return value
         text = str(value).strip().lower().replace("_", "-")
-        table = {"as-needed": False, "never": False, "false": False, "non-empty": None, "auto": None,
-                 "always": True, "true": True}  # fmt: skip
+        table: Dict[str, Optional[bool]] = {
+            "as-needed": False, "never": False, "false": False, "non-empty": None, "auto": None,
+            "always": True, "true": True,
+        }  # fmt: skip
         if text not in table:
             raise ValueError(f"{value!r} is not one of as-needed, non-empty, always")
         return table[text]
     if kind == "eol":
         text = str(value)
-        table = {"\n": "\n", "\r\n": "\r\n", "lf": "\n", "crlf": "\r\n"}
-        if text.lower() not in table and text not in table:
+        eols = {"\n": "\n", "\r\n": "\r\n", "lf": "\n", "crlf": "\r\n"}
+        if text.lower() not in eols and text not in eols:
             raise ValueError(f"{value!r} is not one of LF, CRLF")
-        return table.get(text, table.get(text.lower()))
+        return eols.get(text, eols.get(text.lower()))
     raise AssertionError(kind)
 
 

@@ -90,6 +90,7 @@ def plan(opts: ReadOptions, parallelism: Optional[int] = None) -> List[List[Spli
     for path, size in files:
         codec = compression_for(path, opts.compression)
         pieces = None
+        checkpoints: Optional[List[Tuple[int, int]]]
         if codec is None and size > target and opts.split != "none":
             if opts.split == "scan":
                 checkpoints = scan_checkpoints(path, decoder_kwargs, max(1, target // 4), opts.filesystem)[0]

@@ -41,7 +41,7 @@ def spark_schema() -> Any:
 
 def _arrow_type(name: str, data_type: Any) -> Any:
     """The Arrow type Spark expects for one of our columns, nested nullability included."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     from ._arrow import ARROW_TYPES
 

@@ -7,7 +7,7 @@ because of it.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Optional, Sequence
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -48,7 +48,7 @@ class StompReader(DataSourceReader):
 
 
 class StompCommitMessage(WriterCommitMessage):
-    def __init__(self, message: Optional[dict]) -> None:
+    def __init__(self, message: Optional[Dict[str, Any]]) -> None:
         self.message = message
 
 

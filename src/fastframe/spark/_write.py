@@ -30,10 +30,10 @@ codec: Any = fastframe
 
 def _pairs_per_row(column: Any) -> List[Optional[List[Any]]]:
     """A list<struct<name,value>> or map<string,string> column as per-row lists of pairs."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     if pa.types.is_map(column.type):
-        return column.to_pylist()  # rows of (key, value) tuples already
+        return list(column.to_pylist())  # rows of (key, value) tuples already
     lengths = column.value_lengths().to_pylist()
     flat = column.flatten()
     names, values = (child.to_pylist() for child in flat.flatten())
@@ -62,7 +62,7 @@ class FrameFileWriter:
 
     def staging_dir(self) -> str:
         fs, inner = resolve(self.opts.path, self.opts.filesystem)
-        return fs.join(inner, STAGING, self.job)
+        return str(fs.join(inner, STAGING, self.job))
 
     def write_partition(self, batches: Iterable[Any], partition: int, attempt: int = 0) -> Dict[str, Any]:
         """Write one task's rows; return its commit message (a plain dict)."""
@@ -77,7 +77,8 @@ class FrameFileWriter:
         frames = written = skipped = 0
         checkpoints: List[List[int]] = []
         next_at = 0
-        out = raw = None
+        out: Any = None
+        raw: Any = None
         try:
             for batch in batches:
                 n = batch.num_rows
@@ -117,7 +118,9 @@ class FrameFileWriter:
         if out is not None:
             files.append([staged, name])
             if opts.write_index:
-                index = make_index(written, {"version": opts.version, "escapes": opts.escapes}, checkpoints, frames, None)
+                index = make_index(
+                    written, {"version": opts.version, "escapes": opts.escapes}, checkpoints, frames, None
+                )
                 with fs.open_write(staged + INDEX_SUFFIX) as sidecar:
                     sidecar.write(json.dumps(index).encode("utf-8"))
                 files.append([staged + INDEX_SUFFIX, name + INDEX_SUFFIX])

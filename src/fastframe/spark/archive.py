@@ -28,7 +28,7 @@ import gzip
 import json
 import os
 import random
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import fastframe
 from fastframe.sample import generate_stream
@@ -123,7 +123,7 @@ def generate_archive(
         compress = gzip_every > 0 and number % gzip_every == 0
         s2c = generate_stream(frames, seed=seed * 100_003 + number, crlf=crlf)
         c2s = _client_stream(random.Random(rng.random()), max(3, frames // 2), crlf)
-        expected = {"s2c": None, "c2s": None}
+        expected: Dict[str, Optional[str]] = {"s2c": None, "c2s": None}
         if malformed and number == 2:
             s2c = _truncate_mid_frame(s2c, 0.7)
             expected["s2c"] = "truncated"

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import time
-from typing import IO, Any, Callable, Dict, List, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Optional, Sequence
 
 import fastframe
 
@@ -326,9 +326,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             from ._compat import read_stomp
 
             df = read_stomp(spark, list(args.archives), **options)
-        writer = df.write.mode("append" if args.append else "overwrite").option(
-            "compression", args.parquet_compression
-        )
+        writer = df.write.mode("append" if args.append else "overwrite").option("compression", args.parquet_compression)
         with Progress(spark, sys.stderr, "converting", enabled=not args.no_progress):
             writer.parquet(args.out)
         converted = time.monotonic() - start
