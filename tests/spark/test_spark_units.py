@@ -10,6 +10,7 @@ import bz2
 import gzip
 import json
 import os
+import sys
 from typing import Any, Dict, List
 
 import pyarrow as pa
@@ -142,7 +143,12 @@ def test_read_split_matches_the_bare_decoder_on_the_corpus(twin: Any, corpus_dir
         assert {r["codec"] for r in rows} == {twin.IMPLEMENTATION}
 
 
-def test_header_map_is_the_codecs_first_wins_view(twin: Any, tmp_path: Any) -> None:
+@pytest.mark.parametrize("numpy", [True, False], ids=["numpy", "no-numpy"])
+def test_header_map_is_the_codecs_first_wins_view(
+    twin: Any, tmp_path: Any, numpy: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not numpy:
+        monkeypatch.setitem(sys.modules, "numpy", None)  # import numpy raises ImportError
     frames = [
         ("MESSAGE", [("destination", "/queue/a"), ("x-rep", "1"), ("destination", "/queue/b"), ("x-rep", "2")], b"1"),
         ("MESSAGE", [("destination", "/queue/c"), ("content-type", "text/plain")], b"22"),
@@ -247,6 +253,18 @@ def test_a_damaged_gzip_file_is_malformed_input(twin: Any, tmp_path: Any) -> Non
         assert 1000 < len(frames) < 3000 and frames == expected[: len(frames)]
         with pytest.raises(MalformedStompError, match="corrupt-compressed-data"):
             read_all(path, mode="FAILFAST")
+
+
+def test_a_worker_on_the_python_twin_says_so(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from fastframe import _codec_py
+
+    monkeypatch.setattr(_read, "codec", _codec_py)
+    monkeypatch.setattr(_read, "_announced", False)
+    path = write(str(tmp_path / "s.stomp"), generate_stream(5, seed=13))
+    assert {r["codec"] for r in read_all(path)} == {"python"}
+    read_all(path)
+    err = capsys.readouterr().err
+    assert err.count("decodes with the pure-Python twin") == 1  # once per worker process
 
 
 # --------------------------------------------------------------------------- files and planning

@@ -62,7 +62,7 @@ def _repeating_rows(frames: Sequence[Any], lens: List[int], names: pa.Array, hea
     """
     try:
         import numpy as np
-    except ImportError:  # pragma: no cover - numpy comes with pandas
+    except ImportError:  # numpy comes with pandas, but the stomp source itself does not need pandas
         return [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
     import pyarrow.compute as pc  # type: ignore[import-untyped]
 
