@@ -526,7 +526,12 @@ class Decoder:
                 self._check_line_limits(ls, avail, avail > frame_limit)
                 return False
             content_end = lf - 1 if lf > ls and buf[lf - 1] == _CR else lf
-            self._check_line_limits(ls, content_end, lf >= frame_limit)
+            if (
+                lf >= frame_limit
+                or content_end - ls > self._max_line
+                or (len(self._headers) >= self._max_count and self._command is not None)
+            ):
+                self._check_line_limits(ls, content_end, lf >= frame_limit)
             if self._command is None:
                 self._parse_command(ls, content_end)
             elif content_end == ls:
@@ -564,6 +569,27 @@ class Decoder:
         line = bytes(self._buf[ls:content_end])
         escaped = self._escaped
         first_length = self._cl < 0
+        # the usual line, checked in a few scans; anything else is diagnosed below
+        colon = line.find(b":")
+        if colon > 0 and b"\0" not in line and (self._bare_cr_ok or b"\r" not in line):
+            if not escaped or self._colon_ok or line.find(b":", colon + 1) < 0:
+                value_b = line[colon + 1 :]
+                try:
+                    name = line[:colon].decode("utf-8")
+                    value = value_b.decode("utf-8")
+                    if escaped and self._unescape is not None and b"\\" in line:
+                        name = self._unescape(name)
+                        value = self._unescape(value)
+                except (UnicodeDecodeError, _UndefinedEscape):
+                    pass
+                else:
+                    if not (first_length and colon == 14 and line.startswith(b"content-length")):
+                        self._headers.append((name, value))
+                        return
+                    if value_b.isdigit() and len(value_b) <= 19 and int(value_b) <= self._max_body:
+                        self._cl = int(value_b)
+                        self._headers.append((name, value))
+                        return
         problem = header_problem(
             line,
             escape_letters=self._escape_letters if escaped else None,

@@ -41,9 +41,13 @@ def _check_version(name: str, value: object) -> str:
     return str(value)
 
 
+#: Limits stay far from overflowing the compiled twin's 64-bit offsets.
+MAX_LIMIT = 2**62
+
+
 def _check_limit(name: str, value: object, minimum: int) -> int:
-    if type(value) is not int or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, not {value!r}")
+    if type(value) is not int or not minimum <= value <= MAX_LIMIT:
+        raise ValueError(f"{name} must be an int from {minimum} to 2**62, not {value!r}")
     return value
 
 
