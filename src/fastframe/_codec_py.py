@@ -523,7 +523,12 @@ class Decoder:
                 self._scan = end
                 # a CR at the very end may be half of an EOL: judge the line without it
                 avail = end - 1 if end > ls and buf[end - 1] == _CR else end
-                self._check_line_limits(ls, avail, avail > frame_limit)
+                if (
+                    avail > frame_limit
+                    or avail - ls > self._max_line
+                    or (len(self._headers) >= self._max_count and self._command is not None)
+                ):
+                    self._check_line_limits(ls, avail, avail > frame_limit)
                 return False
             content_end = lf - 1 if lf > ls and buf[lf - 1] == _CR else lf
             if (
