@@ -12,6 +12,7 @@ which raises the reference error.
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -69,6 +70,7 @@ cdef enum:
     MAX_INTERNED = 64
     CACHE_SLOTS = 256  # per-decoder cache of short names and values, by their wire bytes
     PAIR_SLOTS = 256  # per-decoder cache of (name, value) tuples
+    ENCODER_SLOTS = 256  # per-encoder cache of escaping verdicts
     CACHE_MAX_SIZE = 40
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
@@ -997,6 +999,36 @@ cdef class Encoder:
     cdef int content_length  # -1: when the body is non-empty, 1: always, 0: only for NUL
     cdef bytes eol
     cdef object reference  # the Python twin's encoder: raises the reference errors
+    # escaping verdicts of recently seen str objects (owned, so their addresses stay theirs)
+    cdef PyObject *seen[ENCODER_SLOTS]
+    cdef Py_ssize_t seen_extra[ENCODER_SLOTS]
+
+    def __cinit__(self):
+        cdef int i
+        for i in range(ENCODER_SLOTS):
+            self.seen[i] = NULL
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(ENCODER_SLOTS):
+            Py_XDECREF(self.seen[i])
+
+    cdef inline Py_ssize_t _extra(self, str text, const char *data, Py_ssize_t size, bint escape, bint is_name):
+        """_escape_extra, remembered per str object when escaping (names and values repeat)."""
+        cdef size_t slot
+        cdef Py_ssize_t extra
+        if not escape:
+            return _escape_extra(data, size, escape, self.escapes, is_name)
+        slot = ((<size_t><PyObject *>text) >> 4) * 0x9E3779B1u
+        slot = (slot ^ (slot >> 16)) & (ENCODER_SLOTS - 1)
+        if self.seen[slot] == <PyObject *>text:
+            return self.seen_extra[slot]
+        extra = _escape_extra(data, size, escape, self.escapes, is_name)
+        Py_XDECREF(self.seen[slot])
+        Py_INCREF(text)
+        self.seen[slot] = <PyObject *>text
+        self.seen_extra[slot] = extra
+        return extra
 
     def __init__(self, version="1.2", **options):
         opts = encoder_options(version, **options)
@@ -1034,16 +1066,18 @@ cdef class Encoder:
     @cython.wraparound(False)
     cdef object _encode(self, str command, tuple headers, bytes body):
         """The frame's bytes, or None when it cannot be encoded (the caller finds out why)."""
-        cdef Py_ssize_t command_size, name_size, value_size, body_size = len(body), total, i, n = len(headers)
-        cdef Py_ssize_t eol_size = len(self.eol), extra
+        cdef Py_ssize_t command_size, body_size = len(body), total, i, n = len(headers)
+        cdef Py_ssize_t eol_size = len(self.eol)
         cdef const char *command_data
-        cdef const char *name_data
-        cdef const char *value_data
         cdef const char *body_data = PyBytes_AS_STRING(body)
         cdef const char *eol_data = PyBytes_AS_STRING(self.eol)
         cdef bint escape, has_length = False
         cdef char *w
         cdef bytes length_text = None
+        cdef Field stack_fields[64]
+        cdef Field *fields = stack_fields
+        cdef Field *name
+        cdef Field *value
         try:
             command_data = PyUnicode_AsUTF8AndSize(command, &command_size)
         except UnicodeEncodeError:
@@ -1052,61 +1086,66 @@ cdef class Encoder:
             return None
         escape = self.escapes != 0 and command not in UNESCAPED_COMMANDS
         total = command_size + eol_size
-        # pass 1: validate and size
-        for i in range(n):
-            pair = <tuple>headers[i]
-            try:
-                name_data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name_size)
-                value_data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value_size)
-            except UnicodeEncodeError:
-                return None
-            if name_size == 0:
-                return None
-            extra = _escape_extra(name_data, name_size, escape, self.escapes, True)
-            if extra < 0:
-                return None
-            total += name_size + extra
-            extra = _escape_extra(value_data, value_size, escape, self.escapes, False)
-            if extra < 0:
-                return None
-            total += value_size + extra + 1 + eol_size
-            if not has_length and name_size == 14 and memcmp(name_data, b"content-length", 14) == 0:
-                has_length = True
-                if not _is_decimal(value_data, value_size, body_size):
+        if 2 * n > 64:
+            fields = <Field *>PyMem_Malloc(2 * n * sizeof(Field))
+            if fields == NULL:
+                raise MemoryError()
+        try:
+            # pass 1: validate, and size every name and value once
+            for i in range(n):
+                pair = <tuple>headers[i]
+                name = &fields[2 * i]
+                value = &fields[2 * i + 1]
+                try:
+                    name.data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name.size)
+                    value.data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value.size)
+                except UnicodeEncodeError:
                     return None
-        if not has_length and (
-            (self.content_length == -1 and body_size) or self.content_length == 1
-            or memchr(body_data, 0, body_size) != NULL
-        ):
-            length_text = b"content-length:%d" % body_size + self.eol
-            total += len(length_text)
-        total += eol_size + body_size + 1
-        # pass 2: write once into the result
-        result = PyBytes_FromStringAndSize(NULL, total)
-        w = PyBytes_AS_STRING(result)
-        memcpy(w, command_data, command_size)
-        w += command_size
-        memcpy(w, eol_data, eol_size)
-        w += eol_size
-        for i in range(n):
-            pair = <tuple>headers[i]
-            name_data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name_size)
-            value_data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value_size)
-            w = _write_escaped(w, name_data, name_size, escape)
-            w[0] = b':'
-            w += 1
-            w = _write_escaped(w, value_data, value_size, escape)
+                if name.size == 0:
+                    return None
+                name.extra = self._extra(<str>pair[0], name.data, name.size, escape, True)
+                value.extra = self._extra(<str>pair[1], value.data, value.size, escape, False)
+                if name.extra < 0 or value.extra < 0:
+                    return None
+                total += name.size + name.extra + 1 + value.size + value.extra + eol_size
+                if not has_length and name.size == 14 and memcmp(name.data, b"content-length", 14) == 0:
+                    has_length = True
+                    if not _is_decimal(value.data, value.size, body_size):
+                        return None
+            if not has_length and (
+                (self.content_length == -1 and body_size) or self.content_length == 1
+                or memchr(body_data, 0, body_size) != NULL
+            ):
+                length_text = b"content-length:%d" % body_size + self.eol
+                total += len(length_text)
+            total += eol_size + body_size + 1
+            # pass 2: write once into the result
+            result = PyBytes_FromStringAndSize(NULL, total)
+            w = PyBytes_AS_STRING(result)
+            memcpy(w, command_data, command_size)
+            w += command_size
             memcpy(w, eol_data, eol_size)
             w += eol_size
-        if length_text is not None:
-            memcpy(w, PyBytes_AS_STRING(length_text), len(length_text))
-            w += len(length_text)
-        memcpy(w, eol_data, eol_size)
-        w += eol_size
-        memcpy(w, body_data, body_size)
-        w += body_size
-        w[0] = 0
-        return result
+            for i in range(2 * n):
+                w = _write_escaped(w, &fields[i])
+                if i & 1:
+                    memcpy(w, eol_data, eol_size)
+                    w += eol_size
+                else:
+                    w[0] = b':'
+                    w += 1
+            if length_text is not None:
+                memcpy(w, PyBytes_AS_STRING(length_text), len(length_text))
+                w += len(length_text)
+            memcpy(w, eol_data, eol_size)
+            w += eol_size
+            memcpy(w, body_data, body_size)
+            w += body_size
+            w[0] = 0
+            return result
+        finally:
+            if fields != stack_fields:
+                PyMem_Free(fields)
 
 
 cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars, int count) noexcept:
@@ -1115,6 +1154,12 @@ cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars,
         if memchr(data, chars[k], size) != NULL:
             return True
     return False
+
+
+cdef struct Field:
+    const char *data  # UTF-8, owned by the str
+    Py_ssize_t size
+    Py_ssize_t extra  # bytes escaping adds
 
 
 cdef inline bint _plain_text(const char *data, Py_ssize_t size) noexcept:
@@ -1168,14 +1213,14 @@ cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, bint escape, in
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef char *_write_escaped(char *w, const char *data, Py_ssize_t size, bint escape) noexcept:
+cdef char *_write_escaped(char *w, const Field *field) noexcept:
     cdef Py_ssize_t i
     cdef unsigned char c
-    if not escape or _plain_text(data, size):
-        memcpy(w, data, size)
-        return w + size
-    for i in range(size):
-        c = <unsigned char>data[i]
+    if field.extra == 0:
+        memcpy(w, field.data, field.size)
+        return w + field.size
+    for i in range(field.size):
+        c = <unsigned char>field.data[i]
         if c == BACKSLASH:
             w[0] = b'\\'
             w[1] = b'\\'
