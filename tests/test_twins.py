@@ -148,5 +148,8 @@ def test_compiled_twin_does_not_leak() -> None:
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss if resource else 0
     assert after - before < 64 * 1024, f"traced memory grew by {after - before} bytes"
     assert rss_after - rss_before < 16 * 1024, f"max RSS grew by {rss_after - rss_before} KiB"
-    assert [sys.getrefcount(probe) for probe in probes] == refcounts
+    # the codec's caches hold a bounded number of references to header strings, so
+    # a count may move by a few; a leak would add one per iteration (150 here)
+    growth = [sys.getrefcount(probe) - count for probe, count in zip(probes, refcounts)]
+    assert max(growth) < 10, dict(zip(map(repr, probes), growth))
     assert len(gc.get_objects()) - objects < 100
