@@ -166,9 +166,7 @@ def streams(draw: Any, codec: ModuleType, escapes: str = "1.2", max_frames: int 
         command, headers, body = draw(valid_frames(escapes))
         content_length = draw(st.sampled_from([None, True, False]))
         eol = draw(st.sampled_from(["\n", "\r\n"]))
-        parts.append(
-            codec.encode(command, headers, body, version=escapes, content_length=content_length, eol=eol)
-        )
+        parts.append(codec.encode(command, headers, body, version=escapes, content_length=content_length, eol=eol))
         parts.append(draw(eol_runs))
     return b"".join(parts)
 

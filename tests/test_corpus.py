@@ -17,10 +17,10 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
-from _strategies import feed_chunks
-from conftest import CORPUS
 
 import fastframe
+from _strategies import feed_chunks
+from conftest import CORPUS
 
 RABBITMQ = CORPUS / "rabbitmq"
 _BIG = {"messages-10k"}
@@ -71,15 +71,12 @@ def _by_problem(kind: str) -> List[str]:
 
 
 CLEAN = [n for n in RECORDINGS if n == "<corpus missing>" or not _problems(_load(n)[0])]
-PROBLEMATIC = [n for n in RECORDINGS if n != "<corpus missing>" and _problems(_load(n)[0])] or [
-    "<corpus missing>"
-]
+PROBLEMATIC = [n for n in RECORDINGS if n != "<corpus missing>" and _problems(_load(n)[0])] or ["<corpus missing>"]
 TOLERABLE = _by_problem("invalid escape") + _by_problem("without ':'")
 LENIENT_1_2 = [
     n
     for n in RECORDINGS
-    if n == "<corpus missing>"
-    or any("headers_if_unescaped_as_1_2" in item for item in _load(n)[0]["items"])
+    if n == "<corpus missing>" or any("headers_if_unescaped_as_1_2" in item for item in _load(n)[0]["items"])
 ]
 
 

@@ -7,6 +7,7 @@ from types import ModuleType
 from typing import Any, List
 
 import pytest
+
 from _strategies import events_key, feed_chunks
 
 KiB = 1024

@@ -57,7 +57,12 @@ def decoder_options(draw: Any) -> Dict[str, Any]:
             options[flag] = draw(st.booleans())
     if draw(st.integers(0, 3)) == 0:
         options["escapes"] = draw(st.sampled_from(["1.0", "1.1", "1.2"]))
-    limits = {"max_header_count": (0, 6), "max_line_length": (1, 40), "max_body_size": (0, 40), "max_frame_size": (2, 120)}
+    limits = {
+        "max_header_count": (0, 6),
+        "max_line_length": (1, 40),
+        "max_body_size": (0, 40),
+        "max_frame_size": (2, 120),
+    }
     for name, (low, high) in limits.items():
         if draw(st.integers(0, 3)) == 0:
             options[name] = draw(st.integers(low, high))

@@ -8,9 +8,9 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional
 
 import pytest
-from _strategies import events_key, feed_chunks
 
 import fastframe
+from _strategies import events_key, feed_chunks
 from fastframe import (
     BodyNotAllowedError,
     CommandError,

@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
 from conftest import TWINS, load_twin
 
 HEADERS = (("destination", "/queue/a"), ("foo", "World"), ("foo", "Hello"), ("empty", ""))

@@ -10,6 +10,9 @@ from types import ModuleType
 from typing import Any, Dict, List, Optional, Tuple
 
 import pytest
+from hypothesis import event, given
+from hypothesis import strategies as st
+
 from _strategies import (
     PROFILE,
     bodies,
@@ -22,9 +25,6 @@ from _strategies import (
     representable,
     streams,
 )
-from hypothesis import event, given
-from hypothesis import strategies as st
-
 from fastframe import EncodeError
 
 # (version, escapes) pairs the encoder and decoder are run with; the last two
@@ -189,9 +189,7 @@ def test_mutated_streams_same_outcome_however_chunked(codec: ModuleType, data: A
 
 @PROFILE
 @given(data=st.data(), options=decoder_options)
-def test_valid_streams_under_any_options_however_chunked(
-    codec: ModuleType, data: Any, options: Dict[str, Any]
-) -> None:
+def test_valid_streams_under_any_options_however_chunked(codec: ModuleType, data: Any, options: Dict[str, Any]) -> None:
     # limits and strictness make valid streams fail too: at the same place whatever the chunking
     stream = data.draw(streams(codec, options.get("escapes") or options["version"]))
     whole = outcome(codec, stream, **options)

@@ -108,9 +108,7 @@ EXAMPLES = [
         b"",
     ),
     Example("unsubscribe", b"UNSUBSCRIBE\nid:0\n\n\0", "UNSUBSCRIBE", [("id", "0")], b""),
-    Example(
-        "ack", b"ACK\nid:12345\ntransaction:tx1\n\n\0", "ACK", [("id", "12345"), ("transaction", "tx1")], b""
-    ),
+    Example("ack", b"ACK\nid:12345\ntransaction:tx1\n\n\0", "ACK", [("id", "12345"), ("transaction", "tx1")], b""),
     Example("begin", b"BEGIN\ntransaction:tx1\n\n\0", "BEGIN", [("transaction", "tx1")], b""),
     Example("commit", b"COMMIT\ntransaction:tx1\n\n\0", "COMMIT", [("transaction", "tx1")], b""),
     Example("abort", b"ABORT\ntransaction:tx1\n\n\0", "ABORT", [("transaction", "tx1")], b""),
@@ -123,9 +121,7 @@ EXAMPLES = [
         [("subscription", "0"), ("message-id", "007"), ("destination", "/queue/a"), ("content-type", "text/plain")],
         b"hello queue a",
     ),
-    Example(
-        "receipt", b"RECEIPT\nreceipt-id:message-12345\n\n\0", "RECEIPT", [("receipt-id", "message-12345")], b""
-    ),
+    Example("receipt", b"RECEIPT\nreceipt-id:message-12345\n\n\0", "RECEIPT", [("receipt-id", "message-12345")], b""),
     Example(
         "error-with-body",
         _ERROR_HEAD % len(_ERROR_BODY) + _ERROR_BODY + b"\0",
@@ -179,9 +175,7 @@ def test_crlf_and_trailing_eols_give_the_same_frame(codec: ModuleType, example: 
     decoder = codec.Decoder()
     frames = decoder.feed(crlf)
     decoder.close()
-    assert [(f.command, f.headers, f.body) for f in frames] == [
-        (example.command, tuple(example.headers), example.body)
-    ]
+    assert [(f.command, f.headers, f.body) for f in frames] == [(example.command, tuple(example.headers), example.body)]
     assert decoder.heartbeats == 3
 
 
@@ -194,9 +188,7 @@ def test_spec_examples_pass_strict_mode(codec: ModuleType, example: Example) -> 
 def test_all_examples_as_one_stream(codec: ModuleType) -> None:
     stream = b"\n".join(example.wire for example in EXAMPLES)
     frames = codec.decode(stream)
-    assert [(f.command, list(f.headers), f.body) for f in frames] == [
-        (e.command, e.headers, e.body) for e in EXAMPLES
-    ]
+    assert [(f.command, list(f.headers), f.body) for f in frames] == [(e.command, e.headers, e.body) for e in EXAMPLES]
     offsets, at = [], 0
     for example in EXAMPLES:
         offsets.append(at)

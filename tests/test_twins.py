@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import gc
 import inspect
-import re
 import os
+import re
 import subprocess
 import sys
 import tracemalloc
@@ -24,7 +24,7 @@ from fastframe import DecodeError, EncodeError
 from fastframe import _codec_c as C
 from fastframe import _codec_py as P
 
-PUBLIC = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
+PUBLIC = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
 
 
 def test_default_import_is_the_compiled_twin() -> None:
@@ -64,7 +64,7 @@ def _doc(obj: object, name: str) -> str:
     return doc
 
 
-@pytest.mark.parametrize("name", ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode"])
+@pytest.mark.parametrize("name", ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns"])
 def test_same_docstrings(name: str) -> None:
     compiled, reference = getattr(C, name), getattr(P, name)
     assert _doc(compiled, name) == _doc(reference, name)
@@ -85,7 +85,11 @@ def test_frames_are_not_tracked_by_the_cyclic_gc() -> None:
 
 def _workload() -> bytes:
     frames = [
-        P.encode("MESSAGE", [("destination", "/queue/a"), ("x-seq", str(i)), ("x-esc", "a:b\\c\n☃")], bytes(i % 251 for i in range(i * 37 % 900)))
+        P.encode(
+            "MESSAGE",
+            [("destination", "/queue/a"), ("x-seq", str(i)), ("x-esc", "a:b\\c\n☃")],
+            bytes(i % 251 for i in range(i * 37 % 900)),
+        )
         for i in range(300)
     ]
     return b"\n".join(frames)

@@ -44,14 +44,14 @@ def _extensions_disabled() -> bool:
 
 
 if TYPE_CHECKING:
-    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
 elif _extensions_disabled():
-    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
 else:
     try:
-        from ._codec_c import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+        from ._codec_c import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
     except ImportError:  # not built (a source checkout, or a pure-Python install)
-        from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode
+        from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
 
 __all__ = [
     "IMPLEMENTATION",
@@ -61,6 +61,7 @@ __all__ = [
     "Encoder",
     "decode",
     "encode",
+    "to_columns",
     "FrameError",
     "DecodeError",
     "InvalidEscapeError",

@@ -19,6 +19,8 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
+import sys
+
 from . import _codec_py
 from ._constants import (
     BODY_COMMANDS,
@@ -58,7 +60,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
     void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
 
-__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
+__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "c"
 
@@ -1282,3 +1284,94 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
 
 
 cdef Encoder _DEFAULT_ENCODER = Encoder()
+
+
+# ---------------------------------------------------------------- columns
+
+cdef struct Column:
+    Py_ssize_t count  # items so far
+    Py_ssize_t size  # data bytes so far
+    int *offsets  # into the offsets bytes object
+    char *data  # into the data bytes object
+
+
+cdef inline int _put(Column *column, const char *data, Py_ssize_t size) except -1:
+    if column.data != NULL:
+        memcpy(column.data + column.size, data, size)
+        column.offsets[column.count + 1] = <int>(column.size + size)
+    column.size += size
+    column.count += 1
+    if column.size > 2147483647:
+        raise OverflowError("a column passes 2 GiB: give to_columns fewer frames")
+    return 0
+
+
+cdef tuple _allocate(Column *column):
+    """The column's (offsets, data) bytes objects, sized by a first pass; resets it to fill them."""
+    offsets = PyBytes_FromStringAndSize(NULL, 4 * (column.count + 1))
+    data = PyBytes_FromStringAndSize(NULL, column.size)
+    column.offsets = <int *>PyBytes_AS_STRING(offsets)
+    column.offsets[0] = 0
+    column.data = PyBytes_AS_STRING(data)
+    column.count = column.size = 0
+    return offsets, data
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef int _walk(list frames, Column *columns) except -1:
+    """One pass over the frames: sizes only (data NULL), or filling the buffers."""
+    cdef Py_ssize_t size
+    cdef const char *data
+    cdef tuple headers
+    for item in frames:
+        if type(item) is Frame:
+            command, headers, body = (<Frame>item)._command, (<Frame>item)._headers, (<Frame>item)._body
+        else:
+            command, headers, body = item.command, tuple(item.headers), bytes(item.body)
+        data = PyUnicode_AsUTF8AndSize(command, &size)
+        _put(&columns[0], data, size)
+        for pair in headers:
+            data = PyUnicode_AsUTF8AndSize((<tuple>pair)[0], &size)
+            _put(&columns[2], data, size)
+            data = PyUnicode_AsUTF8AndSize((<tuple>pair)[1], &size)
+            _put(&columns[3], data, size)
+        # the header list column: its "data" is the count of headers
+        if columns[1].data != NULL:
+            columns[1].offsets[columns[1].count + 1] = <int>(columns[1].size + len(headers))
+        columns[1].size += len(headers)
+        columns[1].count += 1
+        _put(&columns[4], PyBytes_AS_STRING(body), len(body))
+    return 0
+
+
+def to_columns(frames):
+    """Frames as columns in Arrow's memory layout, for data-frame libraries.
+
+    Returns ``(command_offsets, command_data, header_offsets, name_offsets,
+    name_data, value_offsets, value_data, body_offsets, body_data)``: each
+    ``*_offsets`` is little-endian int32 (one more than its items), each
+    ``*_data`` the UTF-8 (or body) bytes; ``header_offsets`` index the
+    flattened headers of the frames, in wire order. Raises OverflowError when
+    a column passes 2 GiB (give fewer frames).
+    """
+    cdef Column columns[5]
+    cdef int i
+    cdef list items = frames if type(frames) is list else list(frames)
+    if sys.byteorder != "little":  # Arrow offsets are little-endian; ints here are native
+        return _codec_py.to_columns(items)
+    for i in range(5):
+        columns[i].count = columns[i].size = 0
+        columns[i].offsets = NULL
+        columns[i].data = NULL
+    _walk(items, columns)  # sizes
+    command_offsets, command_data = _allocate(&columns[0])
+    header_offsets, _ = _allocate(&columns[1])
+    name_offsets, name_data = _allocate(&columns[2])
+    value_offsets, value_data = _allocate(&columns[3])
+    body_offsets, body_data = _allocate(&columns[4])
+    _walk(items, columns)  # fill
+    return (
+        command_offsets, command_data, header_offsets, name_offsets, name_data,
+        value_offsets, value_data, body_offsets, body_data,
+    )

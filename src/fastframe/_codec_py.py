@@ -11,9 +11,11 @@ is the definition of what is an error and where. The compiled twin
 from __future__ import annotations
 
 import functools
-import re
+import sys
+from array import array
 from collections.abc import Mapping
-from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
+from itertools import accumulate
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ._constants import (
     BODY_COMMANDS,
@@ -44,7 +46,7 @@ from ._errors import (
 )
 from ._options import decoder_options, encoder_options
 
-__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "IMPLEMENTATION"]
+__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
 
 IMPLEMENTATION = "python"
 
@@ -217,6 +219,7 @@ class Heartbeat:
 
 
 # --------------------------------------------------------------------------- escapes
+
 
 class _UndefinedEscape(Exception):
     pass
@@ -647,7 +650,8 @@ class Decoder:
             nul = buf.find(b"\0", self._bscan, min(end, body_at + 1, frame_at))
             if nul < 0:
                 if end > frame_at and frame_at <= body_at:
-                    self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+                    reason = FRAME_TOO_LARGE.format(self._max_frame)
+                    self._fail(LimitExceededError, reason, frame_at, fs, "max_frame_size")
                 if end > body_at:
                     self._fail(LimitExceededError, BODY_TOO_LARGE.format(self._max_body), body_at, fs, "max_body_size")
                 self._bscan = end
@@ -779,3 +783,44 @@ def encode(
 
 
 _DEFAULT_ENCODER = Encoder()
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def _string_column(texts: List[bytes]) -> Tuple[bytes, bytes]:
+    offsets = array("i", accumulate(map(len, texts), initial=0))
+    return offsets.tobytes(), b"".join(texts)
+
+
+def to_columns(frames: Sequence[Any]) -> Tuple[bytes, ...]:
+    """Frames as columns in Arrow's memory layout, for data-frame libraries.
+
+    Returns ``(command_offsets, command_data, header_offsets, name_offsets,
+    name_data, value_offsets, value_data, body_offsets, body_data)``: each
+    ``*_offsets`` is little-endian int32 (one more than its items), each
+    ``*_data`` the UTF-8 (or body) bytes; ``header_offsets`` index the
+    flattened headers of the frames, in wire order. Raises OverflowError when
+    a column passes 2 GiB (give fewer frames).
+    """
+    commands = [frame.command.encode("utf-8") for frame in frames]
+    header_lists = [frame.headers for frame in frames]
+    names = [name.encode("utf-8") for headers in header_lists for name, _ in headers]
+    values = [value.encode("utf-8") for headers in header_lists for _, value in headers]
+    bodies = [frame.body for frame in frames]
+    columns = (
+        *_string_column(commands),
+        array("i", accumulate(map(len, header_lists), initial=0)).tobytes(),
+        *_string_column(names),
+        *_string_column(values),
+        *_string_column(bodies),
+    )
+    if sys.byteorder != "little":  # Arrow offsets are little-endian
+        columns = tuple(_swap(column) if i in (0, 2, 3, 5, 7) else column for i, column in enumerate(columns))
+    return columns
+
+
+def _swap(offsets: bytes) -> bytes:
+    values = array("i", offsets)
+    values.byteswap()
+    return values.tobytes()

@@ -5,15 +5,16 @@ headers, header_map and body null; error_code and error_reason set). The
 Arrow types are exactly what Spark derives from :data:`SPARK_DDL` (the
 Python Data Source API refuses any other), which a test checks.
 
-Per batch, the work is a handful of list comprehensions over the frames and
-C-level conversions; the ``headers`` and ``header_map`` columns share their
-name and value arrays unless a frame repeats a header name.
+Per batch, the codec's ``to_columns`` lays commands, headers and bodies out
+in Arrow's buffers in one pass (in C with the compiled twin), and the arrays
+wrap them without a copy; the ``headers`` and ``header_map`` columns share
+their name and value arrays unless a frame repeats a header name.
 """
 
 from __future__ import annotations
 
-from itertools import accumulate, chain
-from operator import itemgetter
+from array import array
+from itertools import accumulate
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -39,6 +40,12 @@ ARROW_TYPES: Dict[str, pa.DataType] = {
 
 
 Field = Tuple[str, bool, pa.DataType]  # (name, nullable, Arrow type)
+
+
+def _offsets(lengths: Any) -> pa.Array:
+    """Int32 offsets (0, then running totals) of the given lengths, as an Arrow array."""
+    values = array("i", accumulate(lengths, initial=0))
+    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
 
 
 def default_fields() -> List[Field]:
@@ -100,35 +107,32 @@ def _first_wins(hs: List[Any], lens: List[int], flat: pa.StructArray, repeated: 
             else:
                 seen.add(name)
     mask = pa.array(keep, pa.bool_())
-    offsets = pa.array(list(accumulate(new_lens, initial=0)), pa.int32())
-    return names.filter(mask), values.filter(mask), offsets
+    return names.filter(mask), values.filter(mask), _offsets(new_lens)
 
 
-_JOIN_BODIES = 1 << 20  # bodies averaging 32 KiB and more are joined
-
-
-def _binary(bodies: List[bytes]) -> pa.Array:
-    """A binary column; large bodies are joined into one exact-size buffer.
-
-    ``pa.array`` grows its buffer by doubling, which for big bodies can hold
-    twice the batch in memory; one join holds it once (and is as fast there).
-    """
-    total = sum(map(len, bodies))
-    if total < _JOIN_BODIES * len(bodies) // 32:  # small bodies on average: pa.array is faster
-        return pa.array(bodies, pa.binary())
-    offsets = pa.array(list(accumulate(map(len, bodies), initial=0)), pa.int32())
-    return pa.Array.from_buffers(pa.binary(), len(bodies), [None, offsets.buffers()[1], pa.py_buffer(b"".join(bodies))])
+def _strings(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.Array:
+    """A string or binary array over buffers in Arrow's layout, without copying them."""
+    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 class BatchBuilder:
-    """Builds the record batches of one file (or one split of it)."""
+    """Builds the record batches of one file (or one split of it).
 
-    def __init__(self, fields: Sequence[Field], path: str, codec: str) -> None:
+    The codec's ``to_columns`` lays the frames out in Arrow's buffers (in C,
+    with the compiled twin); this class wraps them as arrays without copying.
+    """
+
+    def __init__(self, fields: Sequence[Field], path: str, codec: str, to_columns: Any = None) -> None:
         self.schema = arrow_schema(fields)
         self.names = [name for name, _, _ in fields]
         self.types = {name: kind for name, _, kind in fields}
         self.path = path
         self.codec = codec
+        if to_columns is None:
+            import fastframe
+
+            to_columns = fastframe.to_columns
+        self.to_columns = to_columns
 
     def _constant(self, value: str, n: int) -> pa.Array:
         return pa.repeat(pa.scalar(value, pa.string()), n)
@@ -138,23 +142,24 @@ class BatchBuilder:
         n = len(frames)
         names = self.names
         columns: Dict[str, pa.Array] = {}
+        (command_offsets, command_data, header_offsets, name_offsets, name_data, value_offsets, value_data,
+         body_offsets, body_data) = self.to_columns(frames)  # fmt: skip
         if "headers" in names or "header_map" in names:
-            hs = [frame.headers for frame in frames]
-            lens = list(map(len, hs))
-            list_offsets = pa.array(list(accumulate(lens, initial=0)), pa.int32())
+            count = len(name_offsets) // 4 - 1
+            list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(header_offsets)])
             headers_type = self.types.get("headers", HEADERS_TYPE)
-            pairs = list(chain.from_iterable(hs))
-            # two string columns convert twice as fast as one column of (name, value) tuples
             struct_type = headers_type.value_type
             flat = pa.StructArray.from_arrays(
-                [pa.array(list(map(itemgetter(0), pairs)), pa.string()),
-                 pa.array(list(map(itemgetter(1), pairs)), pa.string())],
+                [_strings(pa.string(), count, name_offsets, name_data),
+                 _strings(pa.string(), count, value_offsets, value_data)],
                 fields=[struct_type.field(0), struct_type.field(1)],
             )  # fmt: skip
             headers = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
             if "headers" in names:
                 columns["headers"] = headers
             if "header_map" in names:
+                hs = [frame.headers for frame in frames]
+                lens = list(map(len, hs))
                 repeated = _repeating_rows(frames, lens, flat.field(0), headers)
                 keys, items, map_offsets = _first_wins(hs, lens, flat, repeated)
                 columns["header_map"] = pa.MapArray.from_arrays(
@@ -170,9 +175,9 @@ class BatchBuilder:
             elif name == "frame_index":
                 columns[name] = pa.array(range(first_index, first_index + n), pa.int64())
             elif name == "command":
-                columns[name] = pa.array([frame.command for frame in frames], pa.string())
+                columns[name] = _strings(pa.string(), n, command_offsets, command_data)
             elif name == "body":
-                columns[name] = _binary([frame.body for frame in frames])
+                columns[name] = _strings(pa.binary(), n, body_offsets, body_data)
             elif name in ("error_code", "error_reason"):
                 columns[name] = pa.nulls(n, pa.string())
             elif name == "codec":

@@ -149,7 +149,8 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
     about maxBytesPerBatch bytes; a single larger frame makes its own batch).
     """
     _announce_twin()
-    builder = BatchBuilder(default_fields() if fields is None else fields, split.path, codec.IMPLEMENTATION)
+    fields = default_fields() if fields is None else fields
+    builder = BatchBuilder(fields, split.path, codec.IMPLEMENTATION, codec.to_columns)
     decoder = codec.Decoder(**opts.decoder_kwargs)
     max_rows = opts.max_records_per_batch
     max_bytes = opts.max_bytes_per_batch
