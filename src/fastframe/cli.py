@@ -26,7 +26,7 @@ import platform
 import sys
 import tempfile
 from collections import Counter
-from typing import IO, Any, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence
 
 import fastframe
 
@@ -40,24 +40,23 @@ _BYTES_PREVIEW = 48
 _DEMO_CHUNK = 512
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an int of at least ``minimum`` (shared with the Spark commands)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
-    return value
+_positive_int = int_at_least(1)
+_count = int_at_least(0)
 
 
 def _build_parser() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
 
 import fastframe
+from fastframe.cli import int_at_least
 
 __all__ = ["add_commands", "main"]
 
@@ -37,14 +38,7 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+_positive = int_at_least(1)
 
 
 def _option(text: str) -> Any:
