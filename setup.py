@@ -23,6 +23,7 @@ if not _flag("FASTFRAME_NO_EXTENSIONS") and platform.python_implementation() == 
     directives = {
         "language_level": 3,
         "embedsignature": True,
+        "cdivision": True,  # no division by zero is possible: divisors are constants
         # bounds and wraparound checks are off per function, where proven safe
         "linetrace": trace,
     }

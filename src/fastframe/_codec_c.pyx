@@ -1,4 +1,3 @@
-# cython: language_level=3, embedsignature=True, cdivision=True
 """The compiled twin: the same codec as ``_codec_py``, parsing on raw byte pointers.
 
 Rules live once, in the shared modules: options (``_options``), limits and
