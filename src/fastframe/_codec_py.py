@@ -51,7 +51,7 @@ __all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_c
 IMPLEMENTATION = "python"
 
 Header = Tuple[str, str]
-HeadersLike = Union[Mapping, Iterable[Tuple[str, str]]]
+HeadersLike = Union[Mapping[str, str], Iterable[Tuple[str, str]]]
 BytesLike = Union[bytes, bytearray, memoryview]
 
 
@@ -162,7 +162,7 @@ class Frame:
     def __eq__(self, other: object) -> bool:
         if not getattr(other, "__fastframe_frame__", False):
             return NotImplemented
-        return (
+        return bool(
             self._command == other.command  # type: ignore[attr-defined]
             and self._headers == other.headers  # type: ignore[attr-defined]
             and self._body == other.body  # type: ignore[attr-defined]
@@ -207,7 +207,7 @@ class Heartbeat:
     def __eq__(self, other: object) -> bool:
         if not getattr(other, "__fastframe_heartbeat__", False):
             return NotImplemented
-        return self.offset == other.offset and self.eol == other.eol  # type: ignore[attr-defined]
+        return bool(self.offset == other.offset and self.eol == other.eol)  # type: ignore[attr-defined]
 
     def __hash__(self) -> int:
         return hash((self.offset, self.eol))
@@ -299,7 +299,7 @@ class Decoder:
 
     def reset(self) -> None:
         """Forget everything: buffered bytes, counters, a pending error."""
-        self._buf = bytearray()
+        self._buf: Union[bytes, bytearray] = bytearray()  # bytes: the caller's, parsed in place
         self._base = 0  # stream offset of _buf[0]
         self._pos = 0  # first byte not yet consumed (index into _buf)
         self._phase = _BETWEEN
@@ -339,7 +339,7 @@ class Decoder:
             # nothing buffered: parse the caller's bytes in place, keep only the tail
             self._base += self._pos
             self._pos = 0
-            self._buf = data  # type: ignore[assignment]
+            self._buf = data
         else:
             self._buf += data
         try:
@@ -368,17 +368,18 @@ class Decoder:
     # -- internals -----------------------------------------------------------
 
     def _repeat_error(self) -> FrameError:
-        constructor, args = self._error.__reduce__()[:2]  # type: ignore[union-attr]
-        again: Any = constructor(*args)
+        reduced: Any = self._error.__reduce__()  # (class, args): rebuilt, so frames start empty
+        again: Any = reduced[0](*reduced[1])
         again.frames = []
         return again  # type: ignore[no-any-return]
 
     def _compact(self) -> None:
         shift = self._pos
-        if type(self._buf) is bytes:  # parsed in place: keep a copy of the tail only
-            self._buf = bytearray(memoryview(self._buf)[shift:])
+        buf = self._buf
+        if isinstance(buf, bytes):  # parsed in place: keep a copy of the tail only
+            self._buf = bytearray(memoryview(buf)[shift:])
         elif shift:
-            del self._buf[:shift]  # cheap: CPython moves the bytearray's start pointer
+            del buf[:shift]  # cheap: CPython moves the bytearray's start pointer
         if shift:
             self._base += shift
             self._pos = 0
@@ -714,7 +715,7 @@ class Encoder:
             or head.count(":") != count
             or head.count("\n") != max(count - 1, 0)
         ):
-            header_list = [self._escaped_header(name, value, escape, command) for name, value in header_list]
+            header_list = tuple(self._escaped_header(name, value, escape, command) for name, value in header_list)
             head = "\n".join([f"{name}:{value}" for name, value in header_list])
         if head.startswith(":") or "\n:" in head:
             raise EncodeError("empty header name")
@@ -745,7 +746,8 @@ class Encoder:
         if escape:
             if not self._cr_escaped and ("\r" in name or "\r" in value):
                 raise EncodeError(f"header {name!r}: CR cannot be escaped in STOMP {self.options.escapes}")
-            return (name.translate(self._table), value.translate(self._table))
+            table: Any = self._table  # set whenever escape is
+            return (name.translate(table), value.translate(table))
         if ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value:
             raise EncodeError(
                 f"header {name!r}: ':' in a name, CR or LF cannot be sent unescaped ({command}, STOMP "
@@ -808,7 +810,7 @@ def to_columns(frames: Sequence[Any]) -> Tuple[bytes, ...]:
     names = [name.encode("utf-8") for headers in header_lists for name, _ in headers]
     values = [value.encode("utf-8") for headers in header_lists for _, value in headers]
     bodies = [frame.body for frame in frames]
-    columns = (
+    columns: Tuple[bytes, ...] = (
         *_string_column(commands),
         array("i", accumulate(map(len, header_lists), initial=0)).tobytes(),
         *_string_column(names),
