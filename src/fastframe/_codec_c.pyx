@@ -358,20 +358,28 @@ cdef inline int _byte_flags(const unsigned char *p, Py_ssize_t size) noexcept:
     return flags
 
 
-cdef inline bint _is_escape_letter(int escapes, unsigned char c) noexcept:
-    if c == b'n' or c == b'c' or c == BACKSLASH:
-        return True
-    return escapes == 12 and c == b'r'
+# The escape sets, as byte tables built from _constants (the one place they are
+# written): index 0 is STOMP 1.1's set, index 1 is 1.2's. A zero entry means "none".
+cdef unsigned char _UNESCAPED[2][256]  # letter after a backslash -> the byte it stands for
+cdef unsigned char _ESCAPE_LETTER[2][256]  # byte -> the letter that escapes it
+cdef tuple _ESCAPE_SETS = ("1.1", "1.2")
 
 
-cdef inline char _unescaped(unsigned char c) noexcept:
-    if c == b'n':
-        return b'\n'
-    if c == b'r':
-        return b'\r'
-    if c == b'c':
-        return b':'
-    return b'\\'
+cdef int _fill_escape_tables() except -1:
+    cdef int k
+    for k in range(2):
+        for letter, char in UNESCAPE[_ESCAPE_SETS[k]].items():
+            _UNESCAPED[k][ord(letter)] = ord(char)
+            _ESCAPE_LETTER[k][ord(char)] = ord(letter)
+    return 0
+
+
+_fill_escape_tables()
+
+
+cdef int _escape_set(str escapes):
+    """The tables' index for an escape set, or -1 for STOMP 1.0 (no escapes)."""
+    return _ESCAPE_SETS.index(escapes) if escapes in _ESCAPE_SETS else -1
 
 
 cdef class Decoder:
@@ -392,7 +400,7 @@ cdef class Decoder:
     cdef readonly Py_ssize_t heartbeats
     # options, unpacked
     cdef bint strict, colon_ok, bare_cr_ok, missing_colon_ok, keep_undefined, events
-    cdef int escapes  # 0 (STOMP 1.0: none), 11 or 12: the escape set to unescape
+    cdef int escape_set  # the escape tables' index, -1 for STOMP 1.0 (none)
     cdef object escape_letters  # bytes, or None when undefined escapes are not checked
     cdef object commands  # frozenset: commands of the version (strict mode)
     cdef Py_ssize_t max_count, max_line, max_body, max_frame
@@ -452,7 +460,7 @@ cdef class Decoder:
         self.version = opts.version
         self.strict = opts.strict
         self.commands = COMMANDS_BY_VERSION[opts.version]
-        self.escapes = int(opts.escapes.replace(".", "")) if UNESCAPE[opts.escapes] else 0
+        self.escape_set = _escape_set(opts.escapes)
         letters = "".join(UNESCAPE[opts.escapes]).encode()
         self.escape_letters = letters if letters and not opts.keep_undefined_escapes else None
         self.colon_ok = opts.allow_colon_in_value
@@ -818,8 +826,8 @@ cdef class Decoder:
         while i < size:
             c = p[i]
             if c == BACKSLASH:
-                if i + 1 < size and _is_escape_letter(self.escapes, p[i + 1]):
-                    out[n] = _unescaped(p[i + 1])
+                if i + 1 < size and _UNESCAPED[self.escape_set][p[i + 1]]:
+                    out[n] = <char>_UNESCAPED[self.escape_set][p[i + 1]]
                     n += 1
                     i += 2
                     continue
@@ -841,7 +849,7 @@ cdef class Decoder:
         cdef Py_ssize_t colon, i, value_at
         cdef unsigned char c
         cdef int name_flags, value_flags = 0, bad
-        cdef bint unescape = self.escaped and self.escapes != 0
+        cdef bint unescape = self.escaped and self.escape_set >= 0
         cdef unsigned long long length = 0
         cdef const unsigned char *hit = <const unsigned char *>memchr(b + ls, COLON, content_end - ls)
         if hit != NULL:
@@ -996,7 +1004,7 @@ cdef class Encoder:
 
     cdef readonly object options
     cdef readonly str version
-    cdef int escapes  # 0, 11 or 12
+    cdef int escape_set  # the escape tables' index, -1 for STOMP 1.0 (none)
     cdef int content_length  # -1: when the body is non-empty, 1: always, 0: only for NUL
     cdef bytes eol
     cdef object reference  # the Python twin's encoder: raises the reference errors
@@ -1019,12 +1027,12 @@ cdef class Encoder:
         cdef size_t slot
         cdef Py_ssize_t extra
         if not escape:
-            return _escape_extra(data, size, escape, self.escapes, is_name)
+            return _escape_extra(data, size, NULL, is_name)
         slot = ((<size_t><PyObject *>text) >> 4) * 0x9E3779B1u
         slot = (slot ^ (slot >> 16)) & (ENCODER_SLOTS - 1)
         if self.seen[slot] == <PyObject *>text:
             return self.seen_extra[slot]
-        extra = _escape_extra(data, size, escape, self.escapes, is_name)
+        extra = _escape_extra(data, size, _ESCAPE_LETTER[self.escape_set], is_name)
         Py_XDECREF(self.seen[slot])
         Py_INCREF(text)
         self.seen[slot] = <PyObject *>text
@@ -1035,7 +1043,7 @@ cdef class Encoder:
         opts = encoder_options(version, **options)
         self.options = opts
         self.version = opts.version
-        self.escapes = int(opts.escapes.replace(".", "")) if UNESCAPE[opts.escapes] else 0
+        self.escape_set = _escape_set(opts.escapes)
         self.content_length = -1 if opts.content_length is None else int(opts.content_length)
         self.eol = opts.eol.encode()
         self.reference = _codec_py.Encoder(version, **options)
@@ -1079,13 +1087,15 @@ cdef class Encoder:
         cdef Field *fields = stack_fields
         cdef Field *name
         cdef Field *value
+        cdef const unsigned char *letters
         try:
             command_data = PyUnicode_AsUTF8AndSize(command, &command_size)
         except UnicodeEncodeError:
             return None
         if command_size == 0 or _find_any(command_data, command_size, b"\n\r\0", 3):
             return None
-        escape = self.escapes != 0 and command not in UNESCAPED_COMMANDS
+        escape = self.escape_set >= 0 and command not in UNESCAPED_COMMANDS
+        letters = _ESCAPE_LETTER[self.escape_set] if escape else NULL
         total = command_size + eol_size
         if 2 * n > 64:
             fields = <Field *>PyMem_Malloc(2 * n * sizeof(Field))
@@ -1128,7 +1138,7 @@ cdef class Encoder:
             memcpy(w, eol_data, eol_size)
             w += eol_size
             for i in range(2 * n):
-                w = _write_escaped(w, &fields[i])
+                w = _write_escaped(w, &fields[i], letters)
                 if i & 1:
                     memcpy(w, eol_data, eol_size)
                     w += eol_size
@@ -1186,35 +1196,30 @@ cdef inline bint _plain_text(const char *data, Py_ssize_t size) noexcept:
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, bint escape, int escapes, bint is_name) noexcept:
-    """Bytes escaping adds to a name or value; -1 when it cannot be represented."""
+cdef Py_ssize_t _escape_extra(const char *data, Py_ssize_t size, const unsigned char *letters, bint is_name) noexcept:
+    """Bytes escaping adds to a name or value; -1 when it cannot be represented.
+
+    ``letters`` is the escape table, or NULL for headers sent as they are
+    (CONNECT-like frames, STOMP 1.0), where ':' may not be in a name.
+    """
     cdef Py_ssize_t i, extra = 0
     cdef unsigned char c
     if _plain_text(data, size):
         return 0
     for i in range(size):
         c = <unsigned char>data[i]
-        if c > COLON:
-            if c == BACKSLASH and escape:
-                extra += 1
-            continue
         if c == 0:
             return -1
-        if c == LF or c == CR:
-            if not escape or (c == CR and escapes != 12):
-                return -1
+        if letters != NULL and letters[c]:
             extra += 1
-        elif c == COLON:
-            if escape:
-                extra += 1
-            elif is_name:
-                return -1
+        elif c == LF or c == CR or (c == COLON and is_name and letters == NULL):
+            return -1  # no escape for it in this set
     return extra
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-cdef char *_write_escaped(char *w, const Field *field) noexcept:
+cdef char *_write_escaped(char *w, const Field *field, const unsigned char *letters) noexcept:
     cdef Py_ssize_t i
     cdef unsigned char c
     if field.extra == 0:
@@ -1222,21 +1227,9 @@ cdef char *_write_escaped(char *w, const Field *field) noexcept:
         return w + field.size
     for i in range(field.size):
         c = <unsigned char>field.data[i]
-        if c == BACKSLASH:
+        if letters[c]:
             w[0] = b'\\'
-            w[1] = b'\\'
-            w += 2
-        elif c == LF:
-            w[0] = b'\\'
-            w[1] = b'n'
-            w += 2
-        elif c == CR:
-            w[0] = b'\\'
-            w[1] = b'r'
-            w += 2
-        elif c == COLON:
-            w[0] = b'\\'
-            w[1] = b'c'
+            w[1] = <char>letters[c]
             w += 2
         else:
             w[0] = <char>c
