@@ -46,6 +46,24 @@ _CONNECT_11 = ("accept-version", "host")
 #: Headers each command REQUIRES, per version (spec "Frames and Headers").
 #: Standard headers (content-length, content-type, receipt) are never required.
 #: 1.0's UNSUBSCRIBE needs ``id`` *or* ``destination``: checked separately.
+_REQUIRED_11: Dict[str, Tuple[str, ...]] = {
+    "CONNECT": _CONNECT_11,
+    "STOMP": _CONNECT_11,
+    "CONNECTED": ("version",),
+    "SEND": ("destination",),
+    "SUBSCRIBE": ("destination", "id"),
+    "UNSUBSCRIBE": ("id",),
+    "ACK": ("message-id", "subscription"),
+    "NACK": ("message-id", "subscription"),
+    "BEGIN": ("transaction",),
+    "COMMIT": ("transaction",),
+    "ABORT": ("transaction",),
+    "DISCONNECT": (),
+    "MESSAGE": ("destination", "message-id", "subscription"),
+    "RECEIPT": ("receipt-id",),
+    "ERROR": (),
+}
+
 REQUIRED_HEADERS: Dict[str, Dict[str, Tuple[str, ...]]] = {
     "1.0": {
         "CONNECT": (),
@@ -62,40 +80,9 @@ REQUIRED_HEADERS: Dict[str, Dict[str, Tuple[str, ...]]] = {
         "RECEIPT": ("receipt-id",),
         "ERROR": (),
     },
-    "1.1": {
-        "CONNECT": _CONNECT_11,
-        "STOMP": _CONNECT_11,
-        "CONNECTED": ("version",),
-        "SEND": ("destination",),
-        "SUBSCRIBE": ("destination", "id"),
-        "UNSUBSCRIBE": ("id",),
-        "ACK": ("message-id", "subscription"),
-        "NACK": ("message-id", "subscription"),
-        "BEGIN": ("transaction",),
-        "COMMIT": ("transaction",),
-        "ABORT": ("transaction",),
-        "DISCONNECT": (),
-        "MESSAGE": ("destination", "message-id", "subscription"),
-        "RECEIPT": ("receipt-id",),
-        "ERROR": (),
-    },
-    "1.2": {
-        "CONNECT": _CONNECT_11,
-        "STOMP": _CONNECT_11,
-        "CONNECTED": ("version",),
-        "SEND": ("destination",),
-        "SUBSCRIBE": ("destination", "id"),
-        "UNSUBSCRIBE": ("id",),
-        "ACK": ("id",),
-        "NACK": ("id",),
-        "BEGIN": ("transaction",),
-        "COMMIT": ("transaction",),
-        "ABORT": ("transaction",),
-        "DISCONNECT": (),
-        "MESSAGE": ("destination", "message-id", "subscription"),
-        "RECEIPT": ("receipt-id",),
-        "ERROR": (),
-    },
+    "1.1": _REQUIRED_11,
+    # 1.2 acknowledges by the MESSAGE's ack header, sent back as id
+    "1.2": {**_REQUIRED_11, "ACK": ("id",), "NACK": ("id",)},
 }
 
 #: Values of SUBSCRIBE's ``ack`` header (spec "SUBSCRIBE ack Header";
