@@ -88,7 +88,7 @@ cdef bytes EOL_CRLF = b"\r\n"
 # ---------------------------------------------------------------- interned strings
 # Commands are compared by length and memcmp against this table, and the
 # cached str is returned: no new object per frame. Common header names seed
-# each decoder's cache of short names and values (see Decoder._cached).
+# each decoder's cache of short names and values (see Decoder._field).
 
 cdef struct Interned:
     const char *data

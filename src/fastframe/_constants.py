@@ -30,7 +30,7 @@ BODY_COMMANDS: FrozenSet[str] = frozenset({"SEND", "MESSAGE", "ERROR"})
 #: RabbitMQ and ActiveMQ do).
 UNESCAPED_COMMANDS: FrozenSet[str] = frozenset({"CONNECT", "STOMP", "CONNECTED"})
 
-#: Header names the compiled twin interns, so each frame reuses one str object.
+#: Header names that seed the compiled twin's field cache, so every frame reuses one str object.
 COMMON_HEADER_NAMES: Tuple[str, ...] = (
     "destination", "content-length", "content-type", "message-id", "subscription", "ack", "id",
     "receipt", "receipt-id", "transaction", "version", "heart-beat", "host", "login", "passcode",
