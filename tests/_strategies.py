@@ -7,6 +7,7 @@ the ``codec`` fixture.
 from __future__ import annotations
 
 import os
+from array import array
 from types import ModuleType
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
@@ -173,3 +174,32 @@ def streams(draw: Any, codec: ModuleType, escapes: str = "1.2", max_frames: int 
 
 def cut_points(data_len: int) -> st.SearchStrategy[List[int]]:
     return st.lists(st.integers(0, max(data_len, 0)), max_size=8)
+
+
+# --------------------------------------------------------------------------- columns
+
+
+def column_rows(columns: Any) -> List[Tuple[Any, ...]]:
+    """(command, headers, body, offset) of each row of a Columns, checked against its first-wins map."""
+
+    def unpack(offsets: bytes, data: bytes) -> List[bytes]:
+        bounds = array("i", offsets)
+        return [data[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+
+    commands = unpack(columns.command_offsets, columns.command_data)
+    names = [n.decode() for n in unpack(columns.name_offsets, columns.name_data)]
+    values = [v.decode() for v in unpack(columns.value_offsets, columns.value_data)]
+    bodies = unpack(columns.body_offsets, columns.body_data)
+    header_bounds = array("i", columns.header_offsets)
+    keep = columns.map_keep or bytes([1]) * len(names)
+    map_bounds = array("i", columns.map_offsets or columns.header_offsets)
+    rows = []
+    for i, offset in enumerate(array("q", columns.frame_offsets)):
+        span = range(header_bounds[i], header_bounds[i + 1])
+        headers = tuple((names[j], values[j]) for j in span)
+        first_wins = [headers[j - span.start] for j in span if keep[j]]
+        assert dict(first_wins) == dict(reversed(headers)) and len(first_wins) == len(dict(headers))
+        assert map_bounds[i + 1] - map_bounds[i] == len(first_wins)
+        rows.append((commands[i].decode(), headers, bodies[i], offset))
+    assert len(rows) == columns.rows
+    return rows

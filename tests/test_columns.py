@@ -1,67 +1,258 @@
-"""to_columns: frames laid out in Arrow's buffers, the same from both twins."""
+"""Rows of columns in Arrow's layout: to_columns and ColumnDecoder, the same from both twins."""
 
 from __future__ import annotations
 
+import tracemalloc
 from array import array
 from types import ModuleType
-from typing import Any, List, Tuple
+from typing import Any, List
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import fastframe
+from _strategies import column_rows
 from fastframe import _codec_c as C
 from fastframe import _codec_py as P
+from fastframe.sample import generate_stream
+
+STREAM = (
+    b"CONNECTED\nversion:1.2\n\n\0\n"
+    b"MESSAGE\ndestination:/q\nx:\xc3\xa9\\c\nx:again\ncontent-length:3\n\na\0b\0"
+    b"RECEIPT\nreceipt-id:7\n\n\0"
+)
 
 
-def _unpack(offsets: bytes, data: bytes) -> List[bytes]:
-    bounds = array("i", offsets)
-    return [data[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+def _frame_rows(frames: List[Any]) -> List[Any]:
+    return [(f.command, f.headers, f.body, -1 if f.offset is None else f.offset) for f in frames]
 
 
-def _rows(columns: Tuple[bytes, ...]) -> List[Any]:
-    commands = _unpack(columns[0], columns[1])
-    header_bounds = array("i", columns[2])
-    names = _unpack(columns[3], columns[4])
-    values = _unpack(columns[5], columns[6])
-    bodies = _unpack(columns[7], columns[8])
+def _drain(decoder: Any, **limits: Any) -> List[Any]:
     rows = []
-    for i, command in enumerate(commands):
-        start, stop = header_bounds[i], header_bounds[i + 1]
-        headers = tuple((names[j].decode(), values[j].decode()) for j in range(start, stop))
-        rows.append((command.decode(), headers, bodies[i]))
+    while decoder.rows:
+        rows += column_rows(decoder.take(**limits))
     return rows
 
 
+# --------------------------------------------------------------------------- to_columns
+
+
 def test_columns_hold_every_frame(codec: ModuleType) -> None:
-    stream = (
-        b"CONNECTED\nversion:1.2\n\n\0\n"
-        b"MESSAGE\ndestination:/q\nx:\xc3\xa9\\c\nx:again\ncontent-length:3\n\na\0b\0"
-        b"RECEIPT\nreceipt-id:7\n\n\0"
-    )
-    frames = codec.decode(stream)
+    frames = codec.decode(STREAM)
     columns = codec.to_columns(frames)
-    assert len(columns) == 9 and all(type(column) is bytes for column in columns)
-    assert _rows(columns) == [(f.command, f.headers, f.body) for f in frames]
+    assert isinstance(columns, fastframe.Columns) and columns.rows == 3
+    assert all(type(buffer) is bytes for buffer in columns[1:])
+    assert column_rows(columns) == _frame_rows(frames)
+    assert array("q", columns.frame_offsets).tolist() == [0, 25, 85]
+    # the MESSAGE repeats "x": the map keeps the first
+    assert columns.map_keep == bytes([1, 1, 1, 0, 1, 1])
+    assert array("i", columns.map_offsets).tolist() == [0, 1, 4, 5]
+
+
+def test_no_repeated_name_means_no_map_buffers(codec: ModuleType) -> None:
+    columns = codec.to_columns(codec.decode(b"SEND\na:1\nb:2\n\n\0SEND\na:1\n\n\0"))
+    assert columns.map_offsets is None and columns.map_keep is None
 
 
 def test_no_frames(codec: ModuleType) -> None:
     zero = b"\0\0\0\0"
-    assert codec.to_columns([]) == (zero, b"", zero, zero, b"", zero, b"", zero, b"")
+    assert codec.to_columns([]) == (0, b"", zero, b"", zero, zero, b"", zero, b"", zero, b"", None, None)
 
 
-def test_frames_from_the_other_twin(codec: ModuleType) -> None:
+def test_frames_made_by_hand_and_by_the_other_twin(codec: ModuleType) -> None:
     other = P if codec is C else C
-    frames = other.decode(b"SEND\na:b\n\nhi\0")
-    assert _rows(codec.to_columns(frames)) == [("SEND", (("a", "b"),), b"hi")]
+    frames = other.decode(b"SEND\na:b\n\nhi\0") + [codec.Frame("SEND", [("a", "é")]), other.Frame("ACK")]
+    assert column_rows(codec.to_columns(frames)) == [
+        ("SEND", (("a", "b"),), b"hi", 0),
+        ("SEND", (("a", "é"),), b"", -1),
+        ("ACK", (), b"", -1),
+    ]
+
+
+def test_many_repeats_take_the_sorting_path(codec: ModuleType) -> None:
+    # past 16 headers the compiled twin sorts names instead of comparing pairs
+    names = [f"h{i % 7}" for i in range(40)] + ["a" * 50, "b", "a" * 50, "h3"]
+    frame = codec.Frame("SEND", [(name, str(i)) for i, name in enumerate(names)])
+    columns = codec.to_columns([frame, frame])
+    expected_keep = [0 if name in names[:i] else 1 for i, name in enumerate(names)]
+    assert columns.map_keep == bytes(expected_keep * 2)
+    assert array("i", columns.map_offsets).tolist() == [0, 9, 18]
+    assert column_rows(columns) == _frame_rows([frame, frame])
 
 
 TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=12)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(TEXT.filter(bool), st.lists(st.tuples(TEXT, TEXT), max_size=5), st.binary(max_size=40))))
+@given(
+    st.lists(
+        st.tuples(
+            TEXT.filter(bool),
+            st.lists(st.tuples(st.sampled_from(["a", "b", "é", "x" * 20]) | TEXT, TEXT), max_size=24),
+            st.binary(max_size=40),
+        )
+    )
+)
 def test_twins_agree(items: List[Any]) -> None:
     frames = [C.Frame(command, headers, body) for command, headers, body in items]
     columns = C.to_columns(frames)
     assert columns == P.to_columns(frames)
-    assert _rows(columns) == [(f.command, f.headers, f.body) for f in frames]
+    assert column_rows(columns) == _frame_rows(frames)
+
+
+# --------------------------------------------------------------------------- ColumnDecoder
+
+
+def test_column_decoder_rows_are_the_decoders_frames(codec: ModuleType) -> None:
+    data = generate_stream(300, seed=11)
+    frames = codec.decode(data)
+    decoder = codec.ColumnDecoder()
+    for start in range(0, len(data), 1000):
+        decoder.feed(data[start : start + 1000])
+    decoder.close()
+    assert decoder.rows == 300 and decoder.buffered == 0 and decoder.bytes_fed == len(data)
+    plain = codec.Decoder()
+    plain.feed(data)
+    assert decoder.heartbeats == plain.heartbeats > 0
+    assert _drain(decoder) == _frame_rows(frames)
+    assert decoder.rows == 0 and decoder.pending_bytes == 0
+
+
+def test_column_decoder_counts_heartbeats_like_the_decoder(codec: ModuleType) -> None:
+    data = b"\n\r\nSEND\n\n\0\n\n"
+    decoder, plain = codec.ColumnDecoder(), codec.Decoder()
+    decoder.feed(data)
+    plain.feed(data)
+    assert decoder.heartbeats == plain.heartbeats == 4
+
+
+def test_feed_returns_the_rows_waiting(codec: ModuleType) -> None:
+    decoder = codec.ColumnDecoder()
+    assert decoder.feed(b"SEND\n\n\0SEN") == 1
+    assert decoder.feed(b"D\n\n\0") == 2
+    assert decoder.pending_bytes == 8
+    assert decoder.take(1).rows == 1 and decoder.rows == 1 and decoder.pending_bytes == 4
+
+
+def test_take_is_capped_by_rows_and_bytes(codec: ModuleType) -> None:
+    data = generate_stream(200, seed=5)
+    expected = _frame_rows(codec.decode(data))
+    decoder = codec.ColumnDecoder()
+    decoder.feed(data)
+    batches, sizes = [], []
+    while decoder.rows:
+        before = decoder.pending_bytes
+        by_rows = len(batches) % 2 == 0  # alternately capped by rows and by bytes
+        columns = decoder.take(max_rows=30) if by_rows else decoder.take(max_bytes=2000)
+        batches.append(columns)
+        size = len(columns.command_data) + len(columns.name_data) + len(columns.value_data) + len(columns.body_data)
+        assert before - decoder.pending_bytes == size
+        if by_rows:
+            assert columns.rows == min(30, columns.rows + decoder.rows)
+        else:
+            assert size <= 2000 or columns.rows == 1
+            sizes.append(size)
+    assert [row for b in batches for row in column_rows(b)] == expected
+    assert max(sizes) > 1500  # the byte cap is approached, not just respected
+
+
+def test_a_frame_larger_than_max_bytes_comes_alone(codec: ModuleType) -> None:
+    decoder = codec.ColumnDecoder()
+    decoder.feed(b"SEND\n\n" + b"x" * 100 + b"\0SEND\n\n\0")
+    assert decoder.take(max_bytes=10).rows == 1
+    assert decoder.take(max_bytes=10).rows == 1
+
+
+@pytest.mark.parametrize(
+    "limits, error",
+    [({"max_rows": 0}, ValueError), ({"max_bytes": -1}, ValueError), ({"max_rows": 1.5}, TypeError),
+     ({"max_bytes": True}, TypeError)],
+)  # fmt: skip
+def test_take_checks_its_limits(codec: ModuleType, limits: Any, error: type) -> None:
+    with pytest.raises(error):
+        codec.ColumnDecoder().take(**limits)
+
+
+def test_take_with_nothing_waiting(codec: ModuleType) -> None:
+    decoder = codec.ColumnDecoder()
+    decoder.feed(b"SEND\na:b\n")  # a frame in progress is not a row
+    assert decoder.take() == codec.to_columns([])
+    decoder.feed(b"\nbody\0")
+    assert column_rows(decoder.take()) == [("SEND", (("a", "b"),), b"body", 0)]
+
+
+def test_rows_before_an_error_stay_to_be_taken(codec: ModuleType) -> None:
+    decoder = codec.ColumnDecoder()
+    with pytest.raises(fastframe.MissingNullError) as caught:
+        decoder.feed(b"SEND\n\n\0SEND\nx:1\n\n\0SEND\ncontent-length:1\n\nab\0")
+    assert caught.value.offset == 42 and caught.value.frames == []
+    assert [row[1] for row in _drain(decoder)] == [(), (("x", "1"),)]
+    with pytest.raises(fastframe.MissingNullError):
+        decoder.feed(b"SEND\n\n\0")  # refused until reset
+    decoder.reset()
+    decoder.feed(b"ACK\nid:1\n\n\0")
+    assert _drain(decoder) == [("ACK", (("id", "1"),), b"", 0)]
+
+
+def test_reset_drops_rows_and_the_frame_in_progress(codec: ModuleType) -> None:
+    decoder = codec.ColumnDecoder()
+    decoder.feed(b"SEND\n\n\0SEND\nname:value\n")
+    decoder.reset()
+    assert decoder.rows == 0 and decoder.pending_bytes == 0 and decoder.bytes_fed == 0
+    decoder.feed(b"ACK\n\n\0")
+    assert _drain(decoder) == [("ACK", (), b"", 0)]
+
+
+def test_options_and_errors_are_the_decoders(codec: ModuleType) -> None:
+    bad = b"SEND\nk:a\\tb\n\n\0"
+    with pytest.raises(fastframe.InvalidEscapeError) as caught:
+        codec.ColumnDecoder().feed(bad)
+    with pytest.raises(fastframe.InvalidEscapeError) as plain:
+        codec.Decoder().feed(bad)
+    assert (caught.value.offset, str(caught.value)) == (plain.value.offset, str(plain.value))
+    decoder = codec.ColumnDecoder(keep_undefined_escapes=True, version="1.2")
+    decoder.feed(bad + b"CONNECT\nlogin:a\\cb\n\n\0")
+    assert [row[1] for row in _drain(decoder)] == [(("k", "a\\tb"),), (("login", "a\\cb"),)]
+    with pytest.raises(fastframe.LimitExceededError):
+        codec.ColumnDecoder(max_header_count=1).feed(b"SEND\na:1\nb:2\n\n\0")
+
+
+def test_no_heartbeat_events(codec: ModuleType) -> None:
+    with pytest.raises(ValueError, match="heart-beat"):
+        codec.ColumnDecoder(heartbeat_events=True)
+    with pytest.raises(TypeError):
+        codec.ColumnDecoder(no_such_option=1)
+
+
+def test_escaped_and_non_ascii_fields_are_unescaped_utf8(codec: ModuleType) -> None:
+    stream = "MESSAGE\nnäme:v\\\\al\\nue\\c☃\nplain:é\n\n\0".encode()
+    decoder = codec.ColumnDecoder()
+    decoder.feed(stream)
+    assert _drain(decoder) == [("MESSAGE", (("näme", "v\\al\nue:☃"), ("plain", "é")), b"", 0)]
+
+
+def test_rows_waiting_are_compacted(codec: ModuleType) -> None:
+    # taking one row at a time from many stays linear, and memory is given back
+    data = generate_stream(2000, seed=8)
+    expected = _frame_rows(codec.decode(data))
+    decoder = codec.ColumnDecoder()
+    decoder.feed(data)
+    rows = []
+    while decoder.rows:
+        rows += column_rows(decoder.take(1))
+    assert rows == expected
+
+
+def test_memory_is_bounded_by_what_waits(codec: ModuleType) -> None:
+    frame = b"SEND\ncontent-length:1000000\n\n" + b"x" * 1_000_000 + b"\0"
+    decoder = codec.ColumnDecoder()
+    tracemalloc.start()
+    try:
+        for _ in range(40):
+            decoder.feed(frame)
+            decoder.take()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 12_000_000  # a few copies of one frame, not 40 MB

@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _strategies import column_rows
 from fastframe import DecodeError, FrameError
 from fastframe import _codec_c as C
 from fastframe import _codec_py as P
@@ -31,7 +32,7 @@ DIFF = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=False,
 )
-examples_run = {"decode": 0, "encode": 0}
+examples_run = {"decode": 0, "encode": 0, "columns": 0}
 
 COMMANDS = ["SEND", "MESSAGE", "ERROR", "CONNECT", "CONNECTED", "STOMP", "SUBSCRIBE", "ACK", "NACK", "RECEIPT", "FOO"]
 TEXT = st.text(alphabet=st.sampled_from(list("ab:\\\n\rcnr é☃ \t")), max_size=8) | st.text(
@@ -142,6 +143,60 @@ def test_twins_decode_identically(data: bytes, options: Dict[str, Any], cut_seed
         assert (compiled[1], compiled[2], compiled[4], compiled[5]) == (whole[1], whole[2], whole[4], whole[5])
 
 
+def column_outcome(
+    module: Any, data: bytes, cuts: Sequence[int], options: Dict[str, Any], takes: List[Tuple[int, int]]
+) -> Tuple[Any, ...]:
+    """Everything observable about a ColumnDecoder fed ``data`` in pieces, taking rows between pieces."""
+    decoder = module.ColumnDecoder(**options)
+    batches: List[Any] = []
+    pending: List[Any] = []
+    limits = iter(takes)
+
+    def take() -> None:
+        max_rows, max_bytes = next(limits, (0, 0))
+        batches.append(decoder.take(max_rows or None, max_bytes or None))
+
+    try:
+        start = 0
+        for cut in list(cuts) + [len(data)]:
+            pending.append(decoder.feed(data[start:cut]))
+            pending.append(decoder.pending_bytes)
+            take()
+            start = cut
+        decoder.close()
+        result: Tuple[Any, ...] = ("ok", decoder.heartbeats, decoder.bytes_fed, decoder.buffered)
+    except DecodeError as error:
+        assert error.frames == []  # the rows stay in the decoder
+        result = ("error", type(error), error.offset, str(error), getattr(error, "limit", None), decoder.heartbeats)
+    while decoder.rows:
+        take()
+    return result + (pending, batches)
+
+
+@DIFF
+@given(
+    data=streams(),
+    options=decoder_options(),
+    cut_seed=st.lists(st.integers(0, 10_000), max_size=6),
+    takes=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60)), max_size=8),
+)
+def test_twins_decode_to_the_same_columns(
+    data: bytes, options: Dict[str, Any], cut_seed: List[int], takes: List[Tuple[int, int]]
+) -> None:
+    examples_run["columns"] += 1
+    options.pop("heartbeat_events")
+    cuts = sorted({seed % (len(data) + 1) for seed in cut_seed})
+    compiled = column_outcome(C, data, cuts, options, takes)
+    assert compiled == column_outcome(P, data, cuts, options, takes)
+    # the rows are the frames the plain decoder returns, however they were taken
+    frames = outcome(P, data, cuts, options)
+    expected = frames[1] if frames[0] == "ok" else frames[5]
+    rows = [row for batch in compiled[-1] for row in column_rows(batch)]
+    assert rows == [item[1:] for item in expected if item[0] == "frame"]
+    if compiled[0] == "error":
+        assert compiled[1:5] == frames[1:5]
+
+
 ENCODE_TEXT = st.text(max_size=6) | TEXT
 
 
@@ -205,4 +260,5 @@ def test_same_bytes_decode_by_their_frame(module: Any) -> None:
 def test_examples_were_run() -> None:
     # reported by `pytest -s`; guards against a silently empty property run
     print(f"differential examples run: {examples_run}")
-    assert examples_run["decode"] >= min(EXAMPLES, 100) or examples_run["decode"] == 0
+    for kind in ("decode", "columns"):
+        assert examples_run[kind] >= min(EXAMPLES, 100) or examples_run[kind] == 0

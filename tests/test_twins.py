@@ -24,7 +24,17 @@ from fastframe import DecodeError, EncodeError
 from fastframe import _codec_c as C
 from fastframe import _codec_py as P
 
-PUBLIC = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
+PUBLIC = [
+    "Frame",
+    "Heartbeat",
+    "Decoder",
+    "ColumnDecoder",
+    "Encoder",
+    "decode",
+    "encode",
+    "to_columns",
+    "IMPLEMENTATION",
+]
 
 
 def test_default_import_is_the_compiled_twin() -> None:
@@ -35,6 +45,7 @@ def test_default_import_is_the_compiled_twin() -> None:
     else:
         assert fastframe.IMPLEMENTATION == "c"
         assert fastframe.Decoder is C.Decoder and fastframe.Frame is C.Frame
+        assert fastframe.ColumnDecoder is C.ColumnDecoder
 
 
 @pytest.mark.parametrize("value, expected", [("1", "python"), ("0", "c"), ("", "c")])
@@ -64,7 +75,7 @@ def _doc(obj: object, name: str) -> str:
     return doc
 
 
-@pytest.mark.parametrize("name", ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns"])
+@pytest.mark.parametrize("name", [n for n in PUBLIC if n != "IMPLEMENTATION"])
 def test_same_docstrings(name: str) -> None:
     compiled, reference = getattr(C, name), getattr(P, name)
     assert _doc(compiled, name) == _doc(reference, name)
@@ -123,6 +134,18 @@ def _exercise(module: ModuleType, data: bytes) -> None:
             decoder.close()
         with pytest.raises(DecodeError):
             decoder.feed(b"more")  # the error sticks
+    columns = module.ColumnDecoder()
+    for start in range(0, len(data), 977):
+        columns.feed(data[start : start + 977])
+        columns.take(max_rows=7)
+    columns.close()
+    module.to_columns(frames[:50])
+    for bad in BAD_INPUTS:
+        columns.reset()
+        with pytest.raises(DecodeError):
+            columns.feed(data[:5000] + bad)
+            columns.close()
+        columns.take()
     with pytest.raises(EncodeError):
         module.encode("SEND", [("", "x")], b"")
     with pytest.raises(EncodeError):

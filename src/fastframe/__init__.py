@@ -35,6 +35,7 @@ from ._errors import (
     MissingNullError,
     TruncatedError,
 )
+from ._layout import Columns
 
 __version__ = "0.1.0"
 
@@ -43,42 +44,72 @@ def _extensions_disabled() -> bool:
     return os.environ.get("FASTFRAME_NO_EXTENSIONS", "") not in ("", "0") or sys.implementation.name != "cpython"
 
 
-if TYPE_CHECKING:
-    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
-elif _extensions_disabled():
-    from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
+if TYPE_CHECKING or _extensions_disabled():
+    from ._codec_py import (
+        IMPLEMENTATION,
+        ColumnDecoder,
+        Decoder,
+        Encoder,
+        Frame,
+        Heartbeat,
+        decode,
+        encode,
+        to_columns,
+    )
 else:
     try:
-        from ._codec_c import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
+        from ._codec_c import (
+            IMPLEMENTATION,
+            ColumnDecoder,
+            Decoder,
+            Encoder,
+            Frame,
+            Heartbeat,
+            decode,
+            encode,
+            to_columns,
+        )
     except ImportError:  # not built (a source checkout, or a pure-Python install)
-        from ._codec_py import IMPLEMENTATION, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
+        from ._codec_py import (
+            IMPLEMENTATION,
+            ColumnDecoder,
+            Decoder,
+            Encoder,
+            Frame,
+            Heartbeat,
+            decode,
+            encode,
+            to_columns,
+        )
 
 __all__ = [
+    "BODY_COMMANDS",
+    "CLIENT_COMMANDS",
+    "DEFAULT_MAX_BODY_SIZE",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "DEFAULT_MAX_HEADER_COUNT",
+    "DEFAULT_MAX_LINE_LENGTH",
     "IMPLEMENTATION",
-    "Frame",
-    "Heartbeat",
+    "SERVER_COMMANDS",
+    "VERSIONS",
+    "BodyNotAllowedError",
+    "ColumnDecoder",
+    "Columns",
+    "CommandError",
+    "ContentLengthError",
+    "DecodeError",
     "Decoder",
+    "EncodeError",
     "Encoder",
+    "Frame",
+    "FrameError",
+    "HeaderLineError",
+    "Heartbeat",
+    "InvalidEscapeError",
+    "LimitExceededError",
+    "MissingNullError",
+    "TruncatedError",
     "decode",
     "encode",
     "to_columns",
-    "FrameError",
-    "DecodeError",
-    "InvalidEscapeError",
-    "HeaderLineError",
-    "ContentLengthError",
-    "MissingNullError",
-    "LimitExceededError",
-    "CommandError",
-    "BodyNotAllowedError",
-    "TruncatedError",
-    "EncodeError",
-    "VERSIONS",
-    "CLIENT_COMMANDS",
-    "SERVER_COMMANDS",
-    "BODY_COMMANDS",
-    "DEFAULT_MAX_HEADER_COUNT",
-    "DEFAULT_MAX_LINE_LENGTH",
-    "DEFAULT_MAX_BODY_SIZE",
-    "DEFAULT_MAX_FRAME_SIZE",
 ]

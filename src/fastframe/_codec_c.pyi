@@ -1,5 +1,6 @@
 # The compiled twin has exactly the Python twin's API: type checkers read the reference.
 from ._codec_py import IMPLEMENTATION as IMPLEMENTATION
+from ._codec_py import ColumnDecoder as ColumnDecoder
 from ._codec_py import Decoder as Decoder
 from ._codec_py import Encoder as Encoder
 from ._codec_py import Frame as Frame

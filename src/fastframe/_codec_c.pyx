@@ -15,7 +15,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdlib cimport free, realloc
+from libc.stdlib cimport free, qsort, realloc
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import sys
@@ -49,6 +49,14 @@ from ._errors import (
     TruncatedError,
     make_decode_error,
 )
+from ._layout import (
+    MAX_COLUMN_BYTES,
+    NO_HEARTBEAT_EVENTS,
+    ROW_TOO_LARGE,
+    TOO_LARGE_FOR_COLUMNS,
+    Columns,
+    take_limits,
+)
 from ._options import decoder_options, encoder_options
 
 cdef extern from "Python.h":
@@ -59,7 +67,9 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
     void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
 
-__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
+__all__ = [
+    "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION",
+]
 
 IMPLEMENTATION = "c"
 
@@ -75,6 +85,7 @@ cdef enum:
     CACHE_MAX_SIZE = 40
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
+cdef long long MAX_COLUMN = MAX_COLUMN_BYTES
 
 cdef enum Phase:
     BETWEEN = 0
@@ -83,6 +94,7 @@ cdef enum Phase:
 
 cdef bytes EOL_LF = b"\n"
 cdef bytes EOL_CRLF = b"\r\n"
+cdef object RAW = object()  # a field a ColumnDecoder copies as it is on the wire
 
 
 # ---------------------------------------------------------------- interned strings
@@ -382,6 +394,374 @@ cdef int _escape_set(str escapes):
     return _ESCAPE_SETS.index(escapes) if escapes in _ESCAPE_SETS else -1
 
 
+# ---------------------------------------------------------------- columns
+# Rows of frames, kept column by column in growable C buffers, and cut into
+# Arrow-layout batches (fastframe._layout.Columns) by take(). A ColumnDecoder
+# writes its frames here as it parses them (no Frame, str or tuple is made for
+# a clean field); to_columns() fills one from Frame objects.
+
+cdef struct Grow:
+    char *data
+    Py_ssize_t size  # bytes in use
+    Py_ssize_t cap
+
+
+cdef struct RowEnds:  # one per row; every *_end is where the row ends in its buffer
+    long long offset  # the frame's stream offset
+    long long command_end
+    long long header_end  # in headers
+    long long body_end
+    long long data_end  # command, names, values and body bytes of the rows so far
+    long long dropped_end  # headers left out of the first-wins map so far
+
+
+cdef struct HeaderEnds:  # one per header
+    long long name_end
+    long long value_end
+    long long keep  # 1: the first header of its name in its row
+
+
+cdef inline void _init_grow(Grow *grow) noexcept:
+    grow.data = NULL
+    grow.size = grow.cap = 0
+
+
+cdef int _reserve_grow(Grow *grow, Py_ssize_t more) except -1:
+    cdef Py_ssize_t cap = max(grow.size + more, 2 * grow.cap, 256)
+    cdef char *grown = <char *>realloc(grow.data, cap)
+    if grown == NULL:
+        raise MemoryError()
+    grow.data = grown
+    grow.cap = cap
+    return 0
+
+
+cdef inline int _extend(Grow *grow, const void *data, Py_ssize_t size) except -1:
+    if grow.size + size > grow.cap:
+        _reserve_grow(grow, size)
+    memcpy(grow.data + grow.size, data, size)
+    grow.size += size
+    return 0
+
+
+cdef inline void _drop_front(Grow *grow, Py_ssize_t count) noexcept:
+    memmove(grow.data, grow.data + count, grow.size - count)
+    grow.size -= count
+
+
+cdef inline void _store_le(char *at, unsigned long long value, int width) noexcept:
+    # Arrow buffers are little-endian whatever the host; compilers make this one store
+    cdef int i
+    for i in range(width):
+        at[i] = <char>((value >> (8 * i)) & 0xFF)
+
+
+# qsort has no context argument: the header set being sorted (the GIL serialises callers)
+cdef const char *_sort_names
+cdef HeaderEnds *_sort_headers
+cdef long long _sort_first_start
+
+
+cdef inline long long _name_start(HeaderEnds *headers, long long j, long long first, long long first_start) noexcept:
+    return first_start if j == first else headers[j - 1].name_end
+
+
+cdef int _by_name(const void *a, const void *b) noexcept nogil:
+    cdef long long i = (<const long long *>a)[0], j = (<const long long *>b)[0]
+    cdef long long i0 = _sort_first_start if i == 0 else _sort_headers[i - 1].name_end
+    cdef long long j0 = _sort_first_start if j == 0 else _sort_headers[j - 1].name_end
+    cdef long long ni = _sort_headers[i].name_end - i0, nj = _sort_headers[j].name_end - j0
+    cdef int order
+    if ni != nj:
+        return -1 if ni < nj else 1
+    order = memcmp(_sort_names + i0, _sort_names + j0, ni)
+    if order:
+        return order
+    return -1 if i < j else (1 if i > j else 0)
+
+
+@cython.final
+cdef class _ColumnStore:
+    cdef Grow rows_, headers_, commands, names, values, bodies
+    cdef Py_ssize_t rows, r0  # rows committed; the first one not taken yet
+    cdef Py_ssize_t headers, committed_headers, h0  # headers appended (the frame in progress included)
+    cdef long long names_committed, values_committed, data_total, dropped_total
+    # where the first row not taken starts, in each buffer
+    cdef long long command0, name0, value0, body0, data0, dropped0
+
+    def __cinit__(self):
+        _init_grow(&self.rows_)
+        _init_grow(&self.headers_)
+        _init_grow(&self.commands)
+        _init_grow(&self.names)
+        _init_grow(&self.values)
+        _init_grow(&self.bodies)
+        self.clear()
+
+    def __dealloc__(self):
+        free(self.rows_.data)
+        free(self.headers_.data)
+        free(self.commands.data)
+        free(self.names.data)
+        free(self.values.data)
+        free(self.bodies.data)
+
+    cdef void clear(self) noexcept:
+        self.rows_.size = self.headers_.size = self.commands.size = 0
+        self.names.size = self.values.size = self.bodies.size = 0
+        self.rows = self.r0 = self.headers = self.committed_headers = self.h0 = 0
+        self.names_committed = self.values_committed = self.data_total = self.dropped_total = 0
+        self.command0 = self.name0 = self.value0 = self.body0 = self.data0 = self.dropped0 = 0
+        self._give_back()
+
+    cdef void _give_back(self) noexcept:
+        # a large frame is gone: its memory goes too
+        if self.bodies.size == 0 and self.bodies.cap > (16 << 20):
+            free(self.bodies.data)
+            self.bodies.data = NULL
+            self.bodies.cap = 0
+
+    cdef inline Py_ssize_t pending(self) noexcept:
+        return self.rows - self.r0
+
+    cdef inline long long pending_bytes(self) noexcept:
+        return self.data_total - self.data0
+
+    cdef void rollback(self) noexcept:
+        """Forget the headers of a frame that did not complete."""
+        self.headers = self.committed_headers
+        self.headers_.size = self.headers * sizeof(HeaderEnds)
+        self.names.size = self.names_committed
+        self.values.size = self.values_committed
+
+    cdef int add_header(self, const char *name, Py_ssize_t name_size, const char *value, Py_ssize_t value_size) except -1:
+        cdef HeaderEnds ends
+        _extend(&self.names, name, name_size)
+        _extend(&self.values, value, value_size)
+        ends.name_end = self.names.size
+        ends.value_end = self.values.size
+        ends.keep = 1
+        _extend(&self.headers_, &ends, sizeof(HeaderEnds))
+        self.headers += 1
+        return 0
+
+    cdef int commit(self, const char *command, Py_ssize_t command_size, const char *body, Py_ssize_t body_size,
+                    long long offset) except -1:
+        """The frame in progress is complete: its headers and these make a row."""
+        cdef RowEnds ends
+        cdef long long data = command_size + body_size
+        data += (self.names.size - self.names_committed) + (self.values.size - self.values_committed)
+        if self.headers - self.committed_headers > 1:
+            self.dropped_total += self._mark_repeats()
+        _extend(&self.commands, command, command_size)
+        _extend(&self.bodies, body, body_size)
+        self.data_total += data
+        ends.offset = offset
+        ends.command_end = self.commands.size
+        ends.header_end = self.headers
+        ends.body_end = self.bodies.size
+        ends.data_end = self.data_total
+        ends.dropped_end = self.dropped_total
+        _extend(&self.rows_, &ends, sizeof(RowEnds))
+        self.rows += 1
+        self.committed_headers = self.headers
+        self.names_committed = self.names.size
+        self.values_committed = self.values.size
+        return 0
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef long long _mark_repeats(self) except -1:
+        """Clear ``keep`` on each header of the frame in progress whose name came earlier in it."""
+        global _sort_names, _sort_headers, _sort_first_start
+        cdef HeaderEnds *headers = <HeaderEnds *>self.headers_.data
+        cdef long long first = self.committed_headers, count = self.headers - first
+        cdef long long start = self.names_committed, i, j, size, i0, j0, dropped = 0
+        cdef long long *order
+        if count <= 16:  # pairwise: fewer steps than sorting for the usual handful of headers
+            for j in range(first + 1, first + count):
+                j0 = headers[j - 1].name_end
+                size = headers[j].name_end - j0
+                for i in range(first, j):
+                    i0 = _name_start(headers, i, first, start)
+                    if headers[i].name_end - i0 == size and memcmp(self.names.data + i0, self.names.data + j0, size) == 0:
+                        headers[j].keep = 0
+                        dropped += 1
+                        break
+            return dropped
+        # sorted by (length, bytes, position): O(n log n) however the names collide
+        order = <long long *>PyMem_Malloc(count * sizeof(long long))
+        if order == NULL:
+            raise MemoryError()
+        try:
+            for i in range(count):
+                order[i] = i
+            _sort_names = self.names.data
+            _sort_headers = headers + first
+            _sort_first_start = start
+            qsort(order, count, sizeof(long long), _by_name)
+            for i in range(1, count):
+                if _by_name_equal(headers + first, self.names.data, start, order[i - 1], order[i]):
+                    headers[first + order[i]].keep = 0
+                    dropped += 1
+        finally:
+            PyMem_Free(order)
+        return dropped
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef object take(self, Py_ssize_t max_rows, long long max_bytes):
+        """The first rows not taken yet, at most ``max_rows`` and ``max_bytes`` of data (one row at least)."""
+        cdef RowEnds *rows = <RowEnds *>self.rows_.data
+        cdef HeaderEnds *headers = <HeaderEnds *>self.headers_.data
+        cdef Py_ssize_t k = min(self.rows - self.r0, max_rows), lo, hi, mid, i, h_end, count
+        cdef RowEnds *last
+        cdef char *out
+        cdef char *more
+        cdef long long dropped, name_end, value_end
+        if k <= 0:
+            return _EMPTY_COLUMNS
+        if rows[self.r0 + k - 1].data_end - self.data0 > max_bytes:
+            lo, hi = 0, k - 1  # the answer is in [lo, hi]: rows r0 .. r0 + answer - 1 fit
+            while lo < hi:
+                mid = (lo + hi + 1) >> 1
+                if rows[self.r0 + mid - 1].data_end - self.data0 <= max_bytes:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            k = max(lo, 1)
+        last = &rows[self.r0 + k - 1]
+        if (last.command_end - self.command0 > MAX_COLUMN or last.body_end - self.body0 > MAX_COLUMN
+                or (last.header_end > self.h0 and (
+                    headers[last.header_end - 1].name_end - self.name0 > MAX_COLUMN
+                    or headers[last.header_end - 1].value_end - self.value0 > MAX_COLUMN))):
+            raise OverflowError(ROW_TOO_LARGE)
+        h_end = last.header_end
+        count = h_end - self.h0
+        frame_offsets = PyBytes_FromStringAndSize(NULL, 8 * k)
+        out = PyBytes_AS_STRING(frame_offsets)
+        for i in range(k):
+            _store_le(out + 8 * i, <unsigned long long>rows[self.r0 + i].offset, 8)
+        command_offsets = self._row_offsets(rows, k, 0)
+        header_offsets = self._row_offsets(rows, k, 1)
+        body_offsets = self._row_offsets(rows, k, 2)
+        name_offsets = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))
+        value_offsets = PyBytes_FromStringAndSize(NULL, 4 * (count + 1))
+        out = PyBytes_AS_STRING(name_offsets)
+        more = PyBytes_AS_STRING(value_offsets)
+        _store_le(out, 0, 4)
+        _store_le(more, 0, 4)
+        for i in range(count):
+            _store_le(out + 4 * (i + 1), <unsigned long long>(headers[self.h0 + i].name_end - self.name0), 4)
+            _store_le(more + 4 * (i + 1), <unsigned long long>(headers[self.h0 + i].value_end - self.value0), 4)
+        name_end = headers[h_end - 1].name_end if count else self.name0
+        value_end = headers[h_end - 1].value_end if count else self.value0
+        map_offsets = map_keep = None
+        dropped = last.dropped_end - self.dropped0
+        if dropped:
+            map_offsets = self._row_offsets(rows, k, 3)
+            map_keep = PyBytes_FromStringAndSize(NULL, count)
+            out = PyBytes_AS_STRING(map_keep)
+            for i in range(count):
+                out[i] = <char>headers[self.h0 + i].keep
+        columns = Columns(
+            k,
+            frame_offsets,
+            command_offsets,
+            PyBytes_FromStringAndSize(self.commands.data + self.command0, last.command_end - self.command0),
+            header_offsets,
+            name_offsets,
+            PyBytes_FromStringAndSize(self.names.data + self.name0, name_end - self.name0),
+            value_offsets,
+            PyBytes_FromStringAndSize(self.values.data + self.value0, value_end - self.value0),
+            body_offsets,
+            PyBytes_FromStringAndSize(self.bodies.data + self.body0, last.body_end - self.body0),
+            map_offsets,
+            map_keep,
+        )
+        # the rows taken are gone
+        self.r0 += k
+        self.h0 = h_end
+        self.command0, self.body0, self.data0, self.dropped0 = (
+            last.command_end, last.body_end, last.data_end, last.dropped_end
+        )
+        self.name0 = name_end
+        self.value0 = value_end
+        if 2 * self.r0 >= self.rows:
+            self._compact()
+        return columns
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef bytes _row_offsets(self, RowEnds *rows, Py_ssize_t k, int which):
+        """int32 offsets of rows r0 .. r0 + k - 1 into commands (0), headers (1), bodies (2) or the map (3)."""
+        cdef bytes result = PyBytes_FromStringAndSize(NULL, 4 * (k + 1))
+        cdef char *out = PyBytes_AS_STRING(result)
+        cdef RowEnds *row
+        cdef long long value
+        cdef Py_ssize_t i
+        _store_le(out, 0, 4)
+        for i in range(k):
+            row = &rows[self.r0 + i]
+            if which == 0:
+                value = row.command_end - self.command0
+            elif which == 1:
+                value = row.header_end - self.h0
+            elif which == 2:
+                value = row.body_end - self.body0
+            else:
+                value = (row.header_end - self.h0) - (row.dropped_end - self.dropped0)
+            _store_le(out + 4 * (i + 1), <unsigned long long>value, 4)
+        return result
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef void _compact(self) noexcept:
+        """Move what is not taken (and the frame in progress) to the front of every buffer."""
+        cdef RowEnds *rows
+        cdef HeaderEnds *headers
+        cdef Py_ssize_t i
+        _drop_front(&self.rows_, self.r0 * sizeof(RowEnds))
+        _drop_front(&self.headers_, self.h0 * sizeof(HeaderEnds))
+        _drop_front(&self.commands, self.command0)
+        _drop_front(&self.names, self.name0)
+        _drop_front(&self.values, self.value0)
+        _drop_front(&self.bodies, self.body0)
+        self.rows -= self.r0
+        self.headers -= self.h0
+        self.committed_headers -= self.h0
+        rows = <RowEnds *>self.rows_.data
+        for i in range(self.rows):
+            rows[i].command_end -= self.command0
+            rows[i].header_end -= self.h0
+            rows[i].body_end -= self.body0
+            rows[i].data_end -= self.data0
+            rows[i].dropped_end -= self.dropped0
+        headers = <HeaderEnds *>self.headers_.data
+        for i in range(self.headers):
+            headers[i].name_end -= self.name0
+            headers[i].value_end -= self.value0
+        self.names_committed -= self.name0
+        self.values_committed -= self.value0
+        self.data_total -= self.data0
+        self.dropped_total -= self.dropped0
+        self.r0 = self.h0 = 0
+        self.command0 = self.name0 = self.value0 = self.body0 = self.data0 = self.dropped0 = 0
+        self._give_back()
+
+
+cdef inline bint _by_name_equal(HeaderEnds *headers, const char *names, long long start, long long i,
+                                long long j) noexcept:
+    cdef long long i0 = start if i == 0 else headers[i - 1].name_end
+    cdef long long j0 = start if j == 0 else headers[j - 1].name_end
+    cdef long long size = headers[i].name_end - i0
+    return headers[j].name_end - j0 == size and memcmp(names + i0, names + j0, size) == 0
+
+
+cdef object _EMPTY_COLUMNS = Columns(0, b"", b"\0\0\0\0", b"", b"\0\0\0\0", b"\0\0\0\0", b"", b"\0\0\0\0", b"",
+                                     b"\0\0\0\0", b"", None, None)
+
+
 cdef class Decoder:
     """Incremental, sans-I/O STOMP frame decoder.
 
@@ -419,6 +799,9 @@ cdef class Decoder:
     cdef CacheSlot cache[CACHE_SLOTS]  # short names and values seen lately (16 KiB)
     cdef PairSlot pair_cache[PAIR_SLOTS]  # (name, value) tuples seen lately
     cdef object error
+    # a ColumnDecoder writes its rows here instead of making Frame objects
+    cdef bint columnar
+    cdef _ColumnStore store
     # scratch space for unescaping
     cdef char *scratch
     cdef Py_ssize_t scratch_cap
@@ -450,6 +833,11 @@ cdef class Decoder:
         free(self.scratch)
 
     cdef void _drop_pairs(self) noexcept:
+        if self.columnar:  # the headers are in the store, not in pairs
+            self.n_pairs = 0
+            if self.store is not None:
+                self.store.rollback()
+            return
         while self.n_pairs:
             self.n_pairs -= 1
             Py_DECREF(<object>self.pairs[self.n_pairs])
@@ -503,14 +891,18 @@ cdef class Decoder:
 
     def feed(self, data):
         """Add bytes; return the frames (and heart-beat events) completed so far."""
-        cdef Py_buffer view
         cdef list out = []
+        self._feed(data, out)
+        return out
+
+    cdef int _feed(self, data, list out) except -1:
+        cdef Py_buffer view
         if self.error is not None:
             raise self._repeat_error()
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             if view.len == 0:
-                return out
+                return 0
             if self.pos == self.end:
                 # nothing buffered: parse the caller's bytes in place, keep only the tail
                 self.base += self.end
@@ -533,7 +925,7 @@ cdef class Decoder:
             raise
         finally:
             PyBuffer_Release(&view)
-        return out
+        return 0
 
     def close(self):
         """Declare the end of the stream; raise TruncatedError inside a frame."""
@@ -870,10 +1262,14 @@ cdef class Decoder:
             hit == NULL and not self.missing_colon_ok
         ):
             self._diagnose(b, ls, content_end)
-        name = self._field(b + ls, colon - ls, name_flags & HAS_BACKSLASH, unescape, name_flags & HAS_HIGH)
-        value = self._field(
-            b + value_at, content_end - value_at, value_flags & HAS_BACKSLASH, unescape, value_flags & HAS_HIGH
-        )
+        # a ColumnDecoder copies a field's wire bytes unless they need checking (UTF-8) or unescaping
+        name = value = RAW
+        if not self.columnar or name_flags & HAS_HIGH or (unescape and name_flags & HAS_BACKSLASH):
+            name = self._field(b + ls, colon - ls, name_flags & HAS_BACKSLASH, unescape, name_flags & HAS_HIGH)
+        if not self.columnar or value_flags & HAS_HIGH or (unescape and value_flags & HAS_BACKSLASH):
+            value = self._field(
+                b + value_at, content_end - value_at, value_flags & HAS_BACKSLASH, unescape, value_flags & HAS_HIGH
+            )
         if name is None or value is None:
             self._diagnose(b, ls, content_end)
         if self.cl < 0 and colon - ls == 14 and memcmp(b + ls, b"content-length", 14) == 0:
@@ -887,7 +1283,23 @@ cdef class Decoder:
             if length > <unsigned long long>self.max_body:
                 self._diagnose(b, ls, content_end)
             self.cl = <Py_ssize_t>length
-        self._push_pair(self._pair(name, value))
+        if self.columnar:
+            self._store_field_pair(b + ls, colon - ls, name, b + value_at, content_end - value_at, value)
+        else:
+            self._push_pair(self._pair(name, value))
+        return 0
+
+    cdef int _store_field_pair(self, const unsigned char *name_at, Py_ssize_t name_size, object name,
+                               const unsigned char *value_at, Py_ssize_t value_size, object value) except -1:
+        """A ColumnDecoder's header: the wire bytes, or the UTF-8 of what they decoded to when it differs."""
+        cdef const char *name_data = <const char *>name_at
+        cdef const char *value_data = <const char *>value_at
+        if name is not RAW:
+            name_data = PyUnicode_AsUTF8AndSize(name, &name_size)
+        if value is not RAW:
+            value_data = PyUnicode_AsUTF8AndSize(value, &value_size)
+        self.store.add_header(name_data, name_size, value_data, value_size)
+        self.n_pairs += 1
         return 0
 
     cdef tuple _pair(self, str name, str value):
@@ -953,6 +1365,8 @@ cdef class Decoder:
         cdef Py_ssize_t fs = self.fs, bs = self.bs, nul, frame_at, body_at, stop
         cdef const unsigned char *hit
         cdef tuple headers
+        cdef const char *command
+        cdef Py_ssize_t size
         if self.cl >= 0:
             nul = bs + self.cl
             if end <= nul:
@@ -979,14 +1393,68 @@ cdef class Decoder:
                 self.bscan = end
                 return False
             nul = hit - b
-        headers = self._take_pairs()
-        PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
-        out.append(_make_frame(
-            self.command, headers, PyBytes_FromStringAndSize(<const char *>b + bs, nul - bs), self.base + fs
-        ))
+        if self.columnar:
+            command = PyUnicode_AsUTF8AndSize(self.command, &size)
+            self.store.commit(command, size, <const char *>b + bs, nul - bs, self.base + fs)
+            self.n_pairs = 0  # the store has them
+        else:
+            headers = self._take_pairs()
+            PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
+            out.append(_make_frame(
+                self.command, headers, PyBytes_FromStringAndSize(<const char *>b + bs, nul - bs), self.base + fs
+            ))
         self.pos = nul + 1
         self.phase = BETWEEN
         return True
+
+
+cdef class ColumnDecoder(Decoder):
+    """A Decoder whose frames become rows of columns in Arrow's layout (no Frame objects).
+
+    ``feed(data)`` decodes as :class:`Decoder` does, with the same options,
+    errors and offsets, and returns how many rows wait to be taken;
+    ``take()`` returns them as :class:`fastframe.Columns`. On malformed
+    input, the rows completed before the bad byte stay to be taken (the
+    error's ``frames`` is empty). There are no heart-beat events.
+    """
+
+    def __cinit__(self):
+        self.store = _ColumnStore()
+        self.columnar = True
+
+    def __init__(self, version="1.2", **options):
+        Decoder.__init__(self, version, **options)
+        if self.events:
+            raise ValueError(NO_HEARTBEAT_EVENTS)
+
+    def reset(self):
+        """Forget everything: buffered bytes, rows not taken, counters, a pending error."""
+        Decoder.reset(self)
+        self.store.clear()
+
+    def feed(self, data):
+        """Add bytes; return the number of rows waiting to be taken."""
+        self._feed(data, [])
+        return self.store.pending()
+
+    @property
+    def rows(self):
+        """Rows (complete frames) waiting to be taken."""
+        return self.store.pending()
+
+    @property
+    def pending_bytes(self):
+        """Data bytes (commands, header names and values, bodies) of the rows waiting to be taken."""
+        return self.store.pending_bytes()
+
+    def take(self, max_rows=None, max_bytes=None):
+        """The oldest rows waiting, as Columns: all of them, or at most ``max_rows``
+        rows and ``max_bytes`` data bytes (one row at least, when any waits).
+
+        Raises OverflowError when one frame alone overflows an Arrow column (2 GiB).
+        """
+        rows, size = take_limits(max_rows, max_bytes)
+        return self.store.take(rows, size)
 
 
 def decode(data, version="1.2", **options):
@@ -1278,92 +1746,38 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
 cdef Encoder _DEFAULT_ENCODER = Encoder()
 
 
-# ---------------------------------------------------------------- columns
-
-cdef struct Column:
-    Py_ssize_t count  # items so far
-    Py_ssize_t size  # data bytes so far
-    int *offsets  # into the offsets bytes object
-    char *data  # into the data bytes object
-
-
-cdef inline int _put(Column *column, const char *data, Py_ssize_t size) except -1:
-    if column.data != NULL:
-        memcpy(column.data + column.size, data, size)
-        column.offsets[column.count + 1] = <int>(column.size + size)
-    column.size += size
-    column.count += 1
-    if column.size > 2147483647:
-        raise OverflowError("a column passes 2 GiB: give to_columns fewer frames")
-    return 0
-
-
-cdef tuple _allocate(Column *column):
-    """The column's (offsets, data) bytes objects, sized by a first pass; resets it to fill them."""
-    offsets = PyBytes_FromStringAndSize(NULL, 4 * (column.count + 1))
-    data = PyBytes_FromStringAndSize(NULL, column.size)
-    column.offsets = <int *>PyBytes_AS_STRING(offsets)
-    column.offsets[0] = 0
-    column.data = PyBytes_AS_STRING(data)
-    column.count = column.size = 0
-    return offsets, data
-
-
-@cython.boundscheck(False)
-@cython.wraparound(False)
-cdef int _walk(list frames, Column *columns) except -1:
-    """One pass over the frames: sizes only (data NULL), or filling the buffers."""
-    cdef Py_ssize_t size
-    cdef const char *data
-    cdef tuple headers
-    for item in frames:
-        if type(item) is Frame:
-            command, headers, body = (<Frame>item)._command, (<Frame>item)._headers, (<Frame>item)._body
-        else:
-            command, headers, body = item.command, tuple(item.headers), bytes(item.body)
-        data = PyUnicode_AsUTF8AndSize(command, &size)
-        _put(&columns[0], data, size)
-        for pair in headers:
-            data = PyUnicode_AsUTF8AndSize((<tuple>pair)[0], &size)
-            _put(&columns[2], data, size)
-            data = PyUnicode_AsUTF8AndSize((<tuple>pair)[1], &size)
-            _put(&columns[3], data, size)
-        # the header list column: its "data" is the count of headers
-        if columns[1].data != NULL:
-            columns[1].offsets[columns[1].count + 1] = <int>(columns[1].size + len(headers))
-        columns[1].size += len(headers)
-        columns[1].count += 1
-        _put(&columns[4], PyBytes_AS_STRING(body), len(body))
-    return 0
+# ---------------------------------------------------------------- to_columns
 
 
 def to_columns(frames):
-    """Frames as columns in Arrow's memory layout, for data-frame libraries.
+    """Frames as rows of columns in Arrow's memory layout, for data-frame libraries.
 
-    Returns ``(command_offsets, command_data, header_offsets, name_offsets,
-    name_data, value_offsets, value_data, body_offsets, body_data)``: each
-    ``*_offsets`` is little-endian int32 (one more than its items), each
-    ``*_data`` the UTF-8 (or body) bytes; ``header_offsets`` index the
-    flattened headers of the frames, in wire order. Raises OverflowError when
-    a column passes 2 GiB (give fewer frames).
+    Returns a :class:`fastframe.Columns`: one row per frame, in order (the
+    ``frame_offsets`` of a frame made by hand are -1). Raises OverflowError
+    when the frames hold more than 2 GiB of data (give fewer frames).
     """
-    cdef Column columns[5]
-    cdef int i
-    cdef list items = frames if type(frames) is list else list(frames)
-    if sys.byteorder != "little":  # Arrow offsets are little-endian; ints here are native
-        return _codec_py.to_columns(items)
-    for i in range(5):
-        columns[i].count = columns[i].size = 0
-        columns[i].offsets = NULL
-        columns[i].data = NULL
-    _walk(items, columns)  # sizes
-    command_offsets, command_data = _allocate(&columns[0])
-    header_offsets, _ = _allocate(&columns[1])
-    name_offsets, name_data = _allocate(&columns[2])
-    value_offsets, value_data = _allocate(&columns[3])
-    body_offsets, body_data = _allocate(&columns[4])
-    _walk(items, columns)  # fill
-    return (
-        command_offsets, command_data, header_offsets, name_offsets, name_data,
-        value_offsets, value_data, body_offsets, body_data,
-    )
+    cdef _ColumnStore store = _ColumnStore()
+    cdef Py_ssize_t size, count = 0
+    cdef const char *data
+    cdef const char *more
+    cdef Py_ssize_t more_size
+    cdef Frame frame
+    for item in frames:
+        if type(item) is Frame:
+            frame = <Frame>item
+            command, headers, body, offset = frame._command, frame._headers, frame._body, frame._offset
+        else:
+            command, headers, body = item.command, tuple(item.headers), bytes(item.body)
+            offset = getattr(item, "offset", None)
+            offset = -1 if offset is None else offset
+        for pair in headers:
+            data = PyUnicode_AsUTF8AndSize((<tuple>pair)[0], &size)
+            more = PyUnicode_AsUTF8AndSize((<tuple>pair)[1], &more_size)
+            store.add_header(data, size, more, more_size)
+        data = PyUnicode_AsUTF8AndSize(command, &size)
+        store.commit(data, size, PyBytes_AS_STRING(body), len(body), offset)
+        count += 1
+    columns = store.take(count, MAX_COLUMN)
+    if columns.rows != count:
+        raise OverflowError(TOO_LARGE_FOR_COLUMNS)
+    return columns

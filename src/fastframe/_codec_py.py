@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 from array import array
+from bisect import bisect_right
 from collections.abc import Mapping
 from itertools import accumulate
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -44,9 +45,27 @@ from ._errors import (
     TruncatedError,
     make_decode_error,
 )
+from ._layout import (
+    MAX_COLUMN_BYTES,
+    NO_HEARTBEAT_EVENTS,
+    ROW_TOO_LARGE,
+    TOO_LARGE_FOR_COLUMNS,
+    Columns,
+    take_limits,
+)
 from ._options import decoder_options, encoder_options
 
-__all__ = ["Frame", "Heartbeat", "Decoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION"]
+__all__ = [
+    "Frame",
+    "Heartbeat",
+    "Decoder",
+    "ColumnDecoder",
+    "Encoder",
+    "decode",
+    "encode",
+    "to_columns",
+    "IMPLEMENTATION",
+]
 
 IMPLEMENTATION = "python"
 
@@ -790,39 +809,165 @@ _DEFAULT_ENCODER = Encoder()
 # --------------------------------------------------------------------------- columns
 
 
-def _string_column(texts: List[bytes]) -> Tuple[bytes, bytes]:
-    offsets = array("i", accumulate(map(len, texts), initial=0))
-    return offsets.tobytes(), b"".join(texts)
+def _offsets(lengths: Iterable[int]) -> bytes:
+    """Little-endian int32 offsets: 0, then the running totals of ``lengths``."""
+    values = array("i", accumulate(lengths, initial=0))
+    if sys.byteorder != "little":  # Arrow offsets are little-endian
+        values.byteswap()
+    return values.tobytes()
 
 
-def to_columns(frames: Sequence[Any]) -> Tuple[bytes, ...]:
-    """Frames as columns in Arrow's memory layout, for data-frame libraries.
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
-    Returns ``(command_offsets, command_data, header_offsets, name_offsets,
-    name_data, value_offsets, value_data, body_offsets, body_data)``: each
-    ``*_offsets`` is little-endian int32 (one more than its items), each
-    ``*_data`` the UTF-8 (or body) bytes; ``header_offsets`` index the
-    flattened headers of the frames, in wire order. Raises OverflowError when
-    a column passes 2 GiB (give fewer frames).
-    """
+
+def _data_size(frame: Any) -> int:
+    """The bytes a frame puts in the columns: command, header names and values, body."""
+    size = _utf8_size(frame.command) + len(frame.body)
+    for name, value in frame.headers:
+        size += _utf8_size(name) + _utf8_size(value)
+    return size
+
+
+def _columns(frames: Sequence[Any]) -> Columns:
+    """The Columns of these frames (the caller checked their size)."""
     commands = [frame.command.encode("utf-8") for frame in frames]
-    header_lists = [frame.headers for frame in frames]
+    header_lists = [tuple(frame.headers) for frame in frames]
     names = [name.encode("utf-8") for headers in header_lists for name, _ in headers]
     values = [value.encode("utf-8") for headers in header_lists for _, value in headers]
-    bodies = [frame.body for frame in frames]
-    columns: Tuple[bytes, ...] = (
-        *_string_column(commands),
-        array("i", accumulate(map(len, header_lists), initial=0)).tobytes(),
-        *_string_column(names),
-        *_string_column(values),
-        *_string_column(bodies),
+    bodies = [bytes(frame.body) for frame in frames]
+    # the first-wins map: 1 for the first header of each name in its row
+    keep: List[int] = []
+    for headers in header_lists:
+        seen = set()
+        for name, _ in headers:
+            keep.append(0 if name in seen else 1)
+            seen.add(name)
+    map_offsets = map_keep = None
+    if not all(keep):
+        kept = iter(keep)
+        map_offsets = _offsets(sum(next(kept) for _ in headers) for headers in header_lists)
+        map_keep = bytes(keep)
+    frame_offsets = array("q", [-1 if frame.offset is None else frame.offset for frame in frames])
+    if sys.byteorder != "little":
+        frame_offsets.byteswap()
+    return Columns(
+        len(frames),
+        frame_offsets.tobytes(),
+        _offsets(map(len, commands)),
+        b"".join(commands),
+        _offsets(map(len, header_lists)),
+        _offsets(map(len, names)),
+        b"".join(names),
+        _offsets(map(len, values)),
+        b"".join(values),
+        _offsets(map(len, bodies)),
+        b"".join(bodies),
+        map_offsets,
+        map_keep,
     )
-    if sys.byteorder != "little":  # Arrow offsets are little-endian
-        columns = tuple(_swap(column) if i in (0, 2, 3, 5, 7) else column for i, column in enumerate(columns))
-    return columns
 
 
-def _swap(offsets: bytes) -> bytes:
-    values = array("i", offsets)
-    values.byteswap()
-    return values.tobytes()
+def _check_row_fits(frame: Any) -> None:
+    """One frame alone must fit Arrow's int32 offsets, column by column."""
+    headers = tuple(frame.headers)
+    sizes = (
+        _utf8_size(frame.command),
+        sum(_utf8_size(name) for name, _ in headers),
+        sum(_utf8_size(value) for _, value in headers),
+        len(frame.body),
+    )
+    if max(sizes) > MAX_COLUMN_BYTES:
+        raise OverflowError(ROW_TOO_LARGE)
+
+
+def to_columns(frames: Iterable[Any]) -> Columns:
+    """Frames as rows of columns in Arrow's memory layout, for data-frame libraries.
+
+    Returns a :class:`fastframe.Columns`: one row per frame, in order (the
+    ``frame_offsets`` of a frame made by hand are -1). Raises OverflowError
+    when the frames hold more than 2 GiB of data (give fewer frames).
+    """
+    frames = list(frames)
+    if sum(map(_data_size, frames)) > MAX_COLUMN_BYTES:
+        if len(frames) > 1:
+            raise OverflowError(TOO_LARGE_FOR_COLUMNS)
+        _check_row_fits(frames[0])
+    return _columns(frames)
+
+
+class ColumnDecoder(Decoder):
+    """A Decoder whose frames become rows of columns in Arrow's layout (no Frame objects).
+
+    ``feed(data)`` decodes as :class:`Decoder` does, with the same options,
+    errors and offsets, and returns how many rows wait to be taken;
+    ``take()`` returns them as :class:`fastframe.Columns`. On malformed
+    input, the rows completed before the bad byte stay to be taken (the
+    error's ``frames`` is empty). There are no heart-beat events.
+    """
+
+    def __init__(self, version: str = "1.2", **options: Any) -> None:
+        super().__init__(version, **options)
+        if self._events:
+            raise ValueError(NO_HEARTBEAT_EVENTS)
+
+    def reset(self) -> None:
+        """Forget everything: buffered bytes, rows not taken, counters, a pending error."""
+        super().reset()
+        self._rows: List[Any] = []  # frames; those before _first are taken
+        self._ends: List[int] = []  # running total of their data bytes
+        self._first = 0
+        self._total = 0  # data bytes of every row so far
+        self._taken = 0  # data bytes of the rows taken
+
+    def feed(self, data: BytesLike) -> int:  # type: ignore[override]
+        """Add bytes; return the number of rows waiting to be taken."""
+        try:
+            frames = super().feed(data)
+        except FrameError as error:
+            self._add(error.frames)  # type: ignore[attr-defined]
+            error.frames = []  # type: ignore[attr-defined]
+            raise
+        self._add(frames)
+        return self.rows
+
+    def _add(self, frames: List[Any]) -> None:
+        for frame in frames:
+            self._total += _data_size(frame)
+            self._ends.append(self._total)
+        self._rows.extend(frames)
+
+    @property
+    def rows(self) -> int:
+        """Rows (complete frames) waiting to be taken."""
+        return len(self._rows) - self._first
+
+    @property
+    def pending_bytes(self) -> int:
+        """Data bytes (commands, header names and values, bodies) of the rows waiting to be taken."""
+        return self._total - self._taken
+
+    def take(self, max_rows: Optional[int] = None, max_bytes: Optional[int] = None) -> Columns:
+        """The oldest rows waiting, as Columns: all of them, or at most ``max_rows``
+        rows and ``max_bytes`` data bytes (one row at least, when any waits).
+
+        Raises OverflowError when one frame alone overflows an Arrow column (2 GiB).
+        """
+        limit_rows, limit_bytes = take_limits(max_rows, max_bytes)
+        first = self._first
+        count = min(self.rows, limit_rows)
+        if count == 0:
+            return _columns([])
+        # the most rows whose data fits, one at least
+        count = max(1, bisect_right(self._ends, self._taken + limit_bytes, first, first + count) - first)
+        rows = self._rows[first : first + count]
+        if count == 1:
+            _check_row_fits(rows[0])
+        columns = _columns(rows)
+        self._first = first + count
+        self._taken = self._ends[first + count - 1]
+        if 2 * self._first >= len(self._rows):  # drop what is taken, a half at a time at most
+            del self._rows[: self._first]
+            del self._ends[: self._first]
+            self._first = 0
+        return columns

@@ -5,19 +5,19 @@ headers, header_map and body null; error_code and error_reason set). The
 Arrow types are exactly what Spark derives from :data:`SPARK_DDL` (the
 Python Data Source API refuses any other), which a test checks.
 
-Per batch, the codec's ``to_columns`` lays commands, headers and bodies out
-in Arrow's buffers in one pass (in C with the compiled twin), and the arrays
-wrap them without a copy; the ``headers`` and ``header_map`` columns share
-their name and value arrays unless a frame repeats a header name.
+The codec's ``ColumnDecoder`` decodes a file straight into Arrow's buffers
+(in C with the compiled twin: no Frame objects), and the arrays wrap them
+without a copy; the ``headers`` and ``header_map`` columns share their name
+and value arrays unless a frame repeats a header name (the codec marks the
+first of each name: Arrow does not check map keys).
 """
 
 from __future__ import annotations
 
-from array import array
-from itertools import accumulate
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from ._columns import COLUMN_NAMES, COLUMNS, ERROR_NULL, SPARK_DDL  # noqa: F401  (re-exported)
 
@@ -42,12 +42,6 @@ ARROW_TYPES: Dict[str, pa.DataType] = {
 Field = Tuple[str, bool, pa.DataType]  # (name, nullable, Arrow type)
 
 
-def _offsets(lengths: Any) -> pa.Array:
-    """Int32 offsets (0, then running totals) of the given lengths, as an Arrow array."""
-    values = array("i", accumulate(lengths, initial=0))
-    return pa.Array.from_buffers(pa.int32(), len(values), [None, pa.py_buffer(values)])
-
-
 def default_fields() -> List[Field]:
     """Every column, with our nullability and types."""
     return [(name, nullable, ARROW_TYPES[name]) for name, _, nullable, _ in COLUMNS]
@@ -60,56 +54,6 @@ def arrow_schema(fields: Optional[Sequence[Field]] = None) -> pa.Schema:
     return pa.schema([pa.field(name, kind, nullable) for name, nullable, kind in fields])
 
 
-def _repeating_rows(frames: Sequence[Any], lens: List[int], names: pa.Array, headers: pa.Array) -> List[int]:
-    """The rows whose frame repeats a header name.
-
-    With numpy (PySpark's pandas brings it) this is a few vectorized steps
-    over the whole batch; otherwise each frame's first-wins view
-    (``Frame.header_map()``) is compared with its header count.
-    """
-    try:
-        import numpy as np
-    except ImportError:  # numpy comes with pandas, but the stomp source itself does not need pandas
-        return [i for i, frame in enumerate(frames) if len(frame.header_map()) != lens[i]]
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
-
-    encoded = pc.dictionary_encode(names)
-    distinct = len(encoded.dictionary)
-    # one number per (row, name): a repeat within a row is a repeated number
-    keys = pc.list_parent_indices(headers).to_numpy() * distinct + encoded.indices.to_numpy()
-    if len(lens) * distinct <= 1 << 22:
-        repeated = np.flatnonzero(np.bincount(keys) > 1)
-    else:
-        ordered = np.sort(keys)
-        repeated = ordered[1:][ordered[1:] == ordered[:-1]]
-    return [int(row) for row in np.unique(repeated // distinct)]
-
-
-def _first_wins(hs: List[Any], lens: List[int], flat: pa.StructArray, repeated: List[int]) -> Tuple[Any, ...]:
-    """Keys, values and offsets of the header_map column: the first header of each name wins.
-
-    Only the rows that repeat a name (``repeated``) lose entries; the other
-    rows share the headers column's arrays.
-    """
-    names, values = flat.field(0), flat.field(1)
-    if not repeated:
-        return names, values, None
-    keep = [True] * len(flat)
-    new_lens = list(lens)
-    starts = list(accumulate(lens, initial=0))
-    for i in repeated:
-        seen = set()
-        start = starts[i]
-        for j, (name, _) in enumerate(hs[i]):
-            if name in seen:
-                keep[start + j] = False
-                new_lens[i] -= 1
-            else:
-                seen.add(name)
-    mask = pa.array(keep, pa.bool_())
-    return names.filter(mask), values.filter(mask), _offsets(new_lens)
-
-
 def _strings(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.Array:
     """A string or binary array over buffers in Arrow's layout, without copying them."""
     return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
@@ -118,71 +62,63 @@ def _strings(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.A
 class BatchBuilder:
     """Builds the record batches of one file (or one split of it).
 
-    The codec's ``to_columns`` lays the frames out in Arrow's buffers (in C,
-    with the compiled twin); this class wraps them as arrays without copying.
+    The codec lays rows out in Arrow's buffers (``ColumnDecoder.take`` or
+    ``to_columns``, in C with the compiled twin); this class wraps them as
+    arrays without copying.
     """
 
-    def __init__(self, fields: Sequence[Field], path: str, codec: str, to_columns: Any = None) -> None:
+    def __init__(self, fields: Sequence[Field], path: str, codec: str) -> None:
         self.schema = arrow_schema(fields)
         self.names = [name for name, _, _ in fields]
         self.types = {name: kind for name, _, kind in fields}
         self.path = path
         self.codec = codec
-        if to_columns is None:
-            import fastframe
-
-            to_columns = fastframe.to_columns
-        self.to_columns = to_columns
 
     def _constant(self, value: str, n: int) -> pa.Array:
         return pa.repeat(pa.scalar(value, pa.string()), n)
 
-    def frames(self, frames: Sequence[Any], offsets: Sequence[int], first_index: int) -> pa.RecordBatch:
-        """A batch of frames; ``offsets`` are their absolute offsets in the file."""
-        n = len(frames)
+    def batch(self, columns: Any, first_index: int, base: int = 0) -> pa.RecordBatch:
+        """A batch of rows from a ``fastframe.Columns``; ``base`` is added to their offsets."""
+        n = columns.rows
         names = self.names
-        columns: Dict[str, pa.Array] = {}
-        (command_offsets, command_data, header_offsets, name_offsets, name_data, value_offsets, value_data,
-         body_offsets, body_data) = self.to_columns(frames)  # fmt: skip
+        arrays: Dict[str, pa.Array] = {}
         if "headers" in names or "header_map" in names:
-            count = len(name_offsets) // 4 - 1
-            list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(header_offsets)])
+            count = len(columns.name_offsets) // 4 - 1
+            list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.header_offsets)])
             headers_type = self.types.get("headers", HEADERS_TYPE)
             struct_type = headers_type.value_type
-            flat = pa.StructArray.from_arrays(
-                [_strings(pa.string(), count, name_offsets, name_data),
-                 _strings(pa.string(), count, value_offsets, value_data)],
-                fields=[struct_type.field(0), struct_type.field(1)],
-            )  # fmt: skip
-            headers = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
+            keys = _strings(pa.string(), count, columns.name_offsets, columns.name_data)
+            items = _strings(pa.string(), count, columns.value_offsets, columns.value_data)
             if "headers" in names:
-                columns["headers"] = headers
+                flat = pa.StructArray.from_arrays([keys, items], fields=[struct_type.field(0), struct_type.field(1)])
+                arrays["headers"] = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
             if "header_map" in names:
-                hs = [frame.headers for frame in frames]
-                lens = list(map(len, hs))
-                repeated = _repeating_rows(frames, lens, flat.field(0), headers)
-                keys, items, map_offsets = _first_wins(hs, lens, flat, repeated)
-                columns["header_map"] = pa.MapArray.from_arrays(
-                    list_offsets if map_offsets is None else map_offsets, keys, items, type=self.types["header_map"]
-                )
+                map_offsets = list_offsets
+                if columns.map_keep is not None:  # some row repeats a name: the first of each name stays
+                    map_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.map_offsets)])
+                    keep = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(columns.map_keep)])
+                    mask = keep.cast(pa.bool_())
+                    keys, items = keys.filter(mask), items.filter(mask)
+                arrays["header_map"] = pa.MapArray.from_arrays(map_offsets, keys, items, type=self.types["header_map"])
         for name in names:
-            if name in columns:
+            if name in arrays:
                 continue
             if name == "path":
-                columns[name] = self._constant(self.path, n)
+                arrays[name] = self._constant(self.path, n)
             elif name == "offset":
-                columns[name] = pa.array(offsets, pa.int64())
+                offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.frame_offsets)])
+                arrays[name] = pc.add(offsets, base) if base else offsets
             elif name == "frame_index":
-                columns[name] = pa.array(range(first_index, first_index + n), pa.int64())
+                arrays[name] = pa.array(range(first_index, first_index + n), pa.int64())
             elif name == "command":
-                columns[name] = _strings(pa.string(), n, command_offsets, command_data)
+                arrays[name] = _strings(pa.string(), n, columns.command_offsets, columns.command_data)
             elif name == "body":
-                columns[name] = _strings(pa.binary(), n, body_offsets, body_data)
+                arrays[name] = _strings(pa.binary(), n, columns.body_offsets, columns.body_data)
             elif name in ("error_code", "error_reason"):
-                columns[name] = pa.nulls(n, pa.string())
+                arrays[name] = pa.nulls(n, pa.string())
             elif name == "codec":
-                columns[name] = self._constant(self.codec, n)
-        return pa.RecordBatch.from_arrays([columns[name] for name in names], schema=self.schema)
+                arrays[name] = self._constant(self.codec, n)
+        return pa.RecordBatch.from_arrays([arrays[name] for name in names], schema=self.schema)
 
     def error(self, offset: int, index: int, code: str, reason: str) -> pa.RecordBatch:
         """The one-row batch that reports a malformed spot."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import sys
-from bisect import bisect_right
 from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import fastframe
@@ -142,43 +141,29 @@ def _announce_twin() -> None:
 
 
 def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] = None) -> Iterator[Any]:
-    """Stream one split through the incremental decoder; yield Arrow record batches.
+    """Stream one split through the codec's ColumnDecoder; yield Arrow record batches.
 
     Memory stays bounded: one read buffer, the decoder's partial frame, and
-    the frames of the batch being filled (at most maxRecordsPerBatch rows or
-    about maxBytesPerBatch bytes; a single larger frame makes its own batch).
+    the rows of the batch being filled (at most maxRecordsPerBatch rows or
+    about maxBytesPerBatch bytes of frame data; a single larger frame makes
+    its own batch).
     """
     _announce_twin()
     fields = default_fields() if fields is None else fields
-    builder = BatchBuilder(fields, split.path, codec.IMPLEMENTATION, codec.to_columns)
-    decoder = codec.Decoder(**opts.decoder_kwargs)
+    builder = BatchBuilder(fields, split.path, codec.IMPLEMENTATION)
+    decoder = codec.ColumnDecoder(**opts.decoder_kwargs)
     max_rows = opts.max_records_per_batch
     max_bytes = opts.max_bytes_per_batch
     base = split.start
     remaining = -1 if split.end < 0 else split.end - split.start
     next_index = split.first_index
-    pending: List[Any] = []  # decoded frames not yet in a batch
-    offsets: List[int] = []  # their absolute offsets
-    consumed = base  # absolute offset where the decoder's unconsumed bytes start
 
     def cut(final: bool) -> Iterator[Any]:
-        nonlocal next_index, pending, offsets
-        while pending:
-            n = len(pending)
-            size = consumed - offsets[0]
-            if not final and n < max_rows and size < max_bytes:
-                return
-            # the most frames that fit, by their offsets (bytes of frames[:k] = offsets[k] - offsets[0])
-            k = bisect_right(offsets, offsets[0] + max_bytes) - 1 if size > max_bytes else n
-            k = min(max(k, 1), max_rows)
-            yield builder.frames(pending[:k], offsets[:k], next_index)
-            next_index += k
-            del pending[:k]
-            del offsets[:k]
-
-    def add(frames: Sequence[Any]) -> None:
-        pending.extend(frames)
-        offsets.extend([frame.offset + base for frame in frames] if base else [frame.offset for frame in frames])
+        nonlocal next_index
+        while decoder.rows and (final or decoder.rows >= max_rows or decoder.pending_bytes >= max_bytes):
+            columns = decoder.take(max_rows, max_bytes)
+            yield builder.batch(columns, next_index, base)
+            next_index += columns.rows
 
     error: Optional[Tuple[int, str, str]] = None
     stream = open_stream(split.path, opts.filesystem, split.compression, split.start)
@@ -198,15 +183,10 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
             if remaining > 0:
                 remaining -= len(data)
             try:
-                frames = decoder.feed(data)
-            except fastframe.DecodeError as err:
-                add(err.frames)
-                consumed = err.offset + base
+                decoder.feed(data)
+            except fastframe.DecodeError as err:  # the rows before it stay in the decoder
                 error = (err.offset + base, err.code, err.reason)
                 break
-            if frames:
-                add(frames)
-            consumed = decoder.bytes_fed - decoder.buffered + base
             yield from cut(False)
         if error is None:
             try:
