@@ -50,6 +50,25 @@ def test_decode(benchmark: Any, codec: ModuleType, workloads: Dict[str, Workload
 
 
 @pytest.mark.parametrize("name", WORKLOAD_NAMES)
+def test_decode_to_columns(benchmark: Any, codec: ModuleType, workloads: Dict[str, Workload], name: str) -> None:
+    """ColumnDecoder: rows straight into Arrow-layout buffers, in batches of 10,000 (as the Spark source)."""
+    workload = workloads[name]
+    _describe(benchmark, f"{name}: decode to columns", workload, len(workload), len(workload.data))
+
+    def run() -> List[Any]:
+        decoder = codec.ColumnDecoder()
+        decoder.feed(workload.data)
+        decoder.close()
+        return [decoder.take(10_000) for _ in range(-(-decoder.rows // 10_000))]
+
+    batches = benchmark(run)
+    assert sum(b.rows for b in batches) == len(workload)
+    reference = codec.to_columns(codec.decode(workload.data))
+    assert b"".join(b.body_data for b in batches) == reference.body_data
+    assert b"".join(b.value_data for b in batches) == reference.value_data
+
+
+@pytest.mark.parametrize("name", WORKLOAD_NAMES)
 def test_encode(benchmark: Any, codec: ModuleType, workloads: Dict[str, Workload], name: str) -> None:
     workload = workloads[name]
     _describe(benchmark, f"{name}: encode", workload, len(workload), len(workload.data))
