@@ -204,5 +204,5 @@ def test_benchmark_suite_runs() -> None:
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     passed = int(done.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
-    per_twin = 2 * len(WORKLOAD_NAMES) + 4  # decode, encode per workload + 4 feeds
+    per_twin = 3 * len(WORKLOAD_NAMES) + 4  # decode, decode to columns, encode per workload + 4 feeds
     assert passed == per_twin * (2 if _c_built() else 1)
