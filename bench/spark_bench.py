@@ -37,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Callable, Dict, List
 
 import fastframe
 from fastframe.sample import generate_stream
@@ -56,16 +56,30 @@ def make_archive(folder: str, files: int, frames: int, seed: int) -> Dict[str, A
     return {"paths": paths, "bytes": total_bytes, "frames": files * frames}
 
 
-def bare_decoder(paths: List[str], chunk: int = 1 << 20) -> Dict[str, float]:
-    """Single-core decode of every file (data already in memory: decoding only)."""
-    blobs = []
-    for path in paths:
-        with open(path, "rb") as f:
-            blobs.append(f.read())
+def best_of_3(run: Callable[[], int]) -> Dict[str, float]:
+    """The fastest of three calls of ``run`` (which returns the frames it handled)."""
     best = float("inf")
     frames = 0
     for _ in range(3):
         start = time.perf_counter()
+        frames = run()
+        best = min(best, time.perf_counter() - start)
+    return {"frames": frames, "seconds": best, "frames_per_s": frames / best}
+
+
+def read_files(paths: List[str]) -> List[bytes]:
+    blobs = []
+    for path in paths:
+        with open(path, "rb") as f:
+            blobs.append(f.read())
+    return blobs
+
+
+def bare_decoder(paths: List[str], chunk: int = 1 << 20) -> Dict[str, float]:
+    """Single-core decode of every file into Frame objects (data already in memory: decoding only)."""
+    blobs = read_files(paths)
+
+    def run() -> int:
         frames = 0
         for data in blobs:
             decoder = fastframe.Decoder()
@@ -73,20 +87,16 @@ def bare_decoder(paths: List[str], chunk: int = 1 << 20) -> Dict[str, float]:
             for i in range(0, len(data), chunk):
                 frames += len(decoder.feed(view[i : i + chunk]))
             decoder.close()
-        best = min(best, time.perf_counter() - start)
-    return {"frames": frames, "seconds": best, "frames_per_s": frames / best}
+        return frames
+
+    return best_of_3(run)
 
 
 def column_decoder(paths: List[str], chunk: int = 1 << 20, batch: int = 10_000) -> Dict[str, float]:
     """Single-core decode straight into columns, as the read does (``ColumnDecoder``, batches of ``batch`` rows)."""
-    blobs = []
-    for path in paths:
-        with open(path, "rb") as f:
-            blobs.append(f.read())
-    best = float("inf")
-    frames = 0
-    for _ in range(3):
-        start = time.perf_counter()
+    blobs = read_files(paths)
+
+    def run() -> int:
         frames = 0
         for data in blobs:
             decoder = fastframe.ColumnDecoder()
@@ -98,24 +108,19 @@ def column_decoder(paths: List[str], chunk: int = 1 << 20, batch: int = 10_000) 
             decoder.close()
             while decoder.rows:
                 frames += decoder.take(batch).rows
-        best = min(best, time.perf_counter() - start)
-    return {"frames": frames, "seconds": best, "frames_per_s": frames / best}
+        return frames
+
+    return best_of_3(run)
 
 
 def task_breakdown(paths: List[str]) -> Dict[str, float]:
-    """The Spark task's Python work in this process: whole read_split, and its decode share."""
+    """The Spark task's own work in this process: read_split over every split (reading, decoding, batches)."""
     from fastframe.spark._options import read_options
     from fastframe.spark._read import plan, read_split
 
     opts = read_options({"paths": paths})
     splits = [s for part in plan(opts) for s in part]
-    best = float("inf")
-    frames = 0
-    for _ in range(3):
-        start = time.perf_counter()
-        frames = sum(b.num_rows for s in splits for b in read_split(s, opts))
-        best = min(best, time.perf_counter() - start)
-    return {"frames": frames, "seconds": best, "frames_per_s": frames / best}
+    return best_of_3(lambda: sum(b.num_rows for s in splits for b in read_split(s, opts)))
 
 
 def write_ipc(paths: List[str], folder: str) -> Dict[str, str]:

@@ -12,6 +12,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+# The reference twin is always imported (the compiled one uses it for its errors): the names start as its
+# own, and the compiled twin's replace them below when it is built and allowed.
+from ._codec_py import IMPLEMENTATION, ColumnDecoder, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
 from ._constants import (
     BODY_COMMANDS,
     CLIENT_COMMANDS,
@@ -44,19 +47,7 @@ def _extensions_disabled() -> bool:
     return os.environ.get("FASTFRAME_NO_EXTENSIONS", "") not in ("", "0") or sys.implementation.name != "cpython"
 
 
-if TYPE_CHECKING or _extensions_disabled():
-    from ._codec_py import (
-        IMPLEMENTATION,
-        ColumnDecoder,
-        Decoder,
-        Encoder,
-        Frame,
-        Heartbeat,
-        decode,
-        encode,
-        to_columns,
-    )
-else:
+if not TYPE_CHECKING and not _extensions_disabled():
     try:
         from ._codec_c import (
             IMPLEMENTATION,
@@ -69,18 +60,8 @@ else:
             encode,
             to_columns,
         )
-    except ImportError:  # not built (a source checkout, or a pure-Python install)
-        from ._codec_py import (
-            IMPLEMENTATION,
-            ColumnDecoder,
-            Decoder,
-            Encoder,
-            Frame,
-            Heartbeat,
-            decode,
-            encode,
-            to_columns,
-        )
+    except ImportError:  # not built (a source checkout, or a pure-Python install): the reference stays
+        pass
 
 __all__ = [
     "BODY_COMMANDS",
