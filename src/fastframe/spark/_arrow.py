@@ -73,9 +73,26 @@ class BatchBuilder:
         self.types = {name: kind for name, _, kind in fields}
         self.path = path
         self.codec = codec
+        # most batches have the same row count: their constant columns are built once
+        self._repeated: Dict[Tuple[str, int], pa.Array] = {}
+        self._counting: Dict[int, pa.Array] = {}
 
     def _constant(self, value: str, n: int) -> pa.Array:
-        return pa.repeat(pa.scalar(value, pa.string()), n)
+        array = self._repeated.get((value, n))
+        if array is None:
+            if len(self._repeated) > 8:
+                self._repeated.clear()
+            array = self._repeated[value, n] = pa.repeat(pa.scalar(value, pa.string()), n)
+        return array
+
+    def _indexes(self, first: int, n: int) -> pa.Array:
+        """first, first + 1, ..., first + n - 1 (int64)."""
+        counting = self._counting.get(n)
+        if counting is None:
+            if len(self._counting) > 4:
+                self._counting.clear()
+            counting = self._counting[n] = pa.array(range(n), pa.int64())
+        return pc.add(counting, first) if first else counting
 
     def batch(self, columns: Any, first_index: int, base: int = 0) -> pa.RecordBatch:
         """A batch of rows from a ``fastframe.Columns``; ``base`` is added to their offsets."""
@@ -109,7 +126,7 @@ class BatchBuilder:
                 offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.frame_offsets)])
                 arrays[name] = pc.add(offsets, base) if base else offsets
             elif name == "frame_index":
-                arrays[name] = pa.array(range(first_index, first_index + n), pa.int64())
+                arrays[name] = self._indexes(first_index, n)
             elif name == "command":
                 arrays[name] = _strings(pa.string(), n, columns.command_offsets, columns.command_data)
             elif name == "body":
