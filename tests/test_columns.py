@@ -70,6 +70,14 @@ def test_frames_made_by_hand_and_by_the_other_twin(codec: ModuleType) -> None:
     ]
 
 
+def test_names_alike_but_not_equal_are_not_repeats(codec: ModuleType) -> None:
+    # same length, same first and last byte: only the bytes between tell them apart
+    headers = [("axc", "1"), ("abc", "2"), ("abc", "3"), ("", "4"), ("", "5"), ("ab", "6"), ("ba", "7")]
+    columns = codec.to_columns([codec.Frame("SEND", headers)])
+    assert columns.map_keep == bytes([1, 1, 0, 1, 0, 1, 1])
+    assert array("i", columns.map_offsets).tolist() == [0, 5]
+
+
 def test_many_repeats_take_the_sorting_path(codec: ModuleType) -> None:
     # past 16 headers the compiled twin sorts names instead of comparing pairs
     names = [f"h{i % 7}" for i in range(40)] + ["a" * 50, "b", "a" * 50, "h3"]

@@ -462,10 +462,6 @@ cdef HeaderEnds *_sort_headers
 cdef long long _sort_first_start
 
 
-cdef inline long long _name_start(HeaderEnds *headers, long long j, long long first, long long first_start) noexcept:
-    return first_start if j == first else headers[j - 1].name_end
-
-
 cdef int _by_name(const void *a, const void *b) noexcept nogil:
     cdef long long i = (<const long long *>a)[0], j = (<const long long *>b)[0]
     cdef long long i0 = _sort_first_start if i == 0 else _sort_headers[i - 1].name_end
@@ -535,13 +531,16 @@ cdef class _ColumnStore:
         self.values.size = self.values_committed
 
     cdef int add_header(self, const char *name, Py_ssize_t name_size, const char *value, Py_ssize_t value_size) except -1:
-        cdef HeaderEnds ends
+        cdef HeaderEnds *ends
         _extend(&self.names, name, name_size)
         _extend(&self.values, value, value_size)
+        if self.headers_.size + <Py_ssize_t>sizeof(HeaderEnds) > self.headers_.cap:
+            _reserve_grow(&self.headers_, sizeof(HeaderEnds))
+        ends = <HeaderEnds *>(self.headers_.data + self.headers_.size)  # written in place: no memcpy call
         ends.name_end = self.names.size
         ends.value_end = self.values.size
         ends.keep = 1
-        _extend(&self.headers_, &ends, sizeof(HeaderEnds))
+        self.headers_.size += sizeof(HeaderEnds)
         self.headers += 1
         return 0
 
@@ -578,14 +577,21 @@ cdef class _ColumnStore:
         cdef long long first = self.committed_headers, count = self.headers - first
         cdef long long start = self.names_committed, i, j, size, i0, j0, dropped = 0
         cdef long long *order
+        cdef long long starts[16]
+        cdef unsigned long long prints[16]  # length and first and last byte: a cheap first comparison
+        cdef const unsigned char *name
         if count <= 16:  # pairwise: fewer steps than sorting for the usual handful of headers
-            for j in range(first + 1, first + count):
-                j0 = headers[j - 1].name_end
-                size = headers[j].name_end - j0
-                for i in range(first, j):
-                    i0 = _name_start(headers, i, first, start)
-                    if headers[i].name_end - i0 == size and memcmp(self.names.data + i0, self.names.data + j0, size) == 0:
-                        headers[j].keep = 0
+            for i in range(count):
+                starts[i] = start if i == 0 else headers[first + i - 1].name_end
+                size = headers[first + i].name_end - starts[i]
+                name = <const unsigned char *>self.names.data + starts[i]
+                prints[i] = <unsigned long long>size << 16 | (<unsigned long long>name[0] << 8 | name[size - 1] if size else 0)
+            for j in range(1, count):
+                for i in range(j):
+                    if prints[i] == prints[j] and memcmp(
+                        self.names.data + starts[i], self.names.data + starts[j], prints[j] >> 16
+                    ) == 0:
+                        headers[first + j].keep = 0
                         dropped += 1
                         break
             return dropped
