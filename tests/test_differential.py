@@ -24,6 +24,7 @@ from _strategies import column_rows
 from fastframe import DecodeError, FrameError
 from fastframe import _codec_c as C
 from fastframe import _codec_py as P
+from fastframe.sample import generate_stream
 
 EXAMPLES = int(os.environ.get("FASTFRAME_DIFF_EXAMPLES", "1500"))
 DIFF = settings(
@@ -32,7 +33,7 @@ DIFF = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     derandomize=False,
 )
-examples_run = {"decode": 0, "encode": 0, "columns": 0}
+examples_run = {"decode": 0, "encode": 0, "columns": 0, "long": 0}
 
 COMMANDS = ["SEND", "MESSAGE", "ERROR", "CONNECT", "CONNECTED", "STOMP", "SUBSCRIBE", "ACK", "NACK", "RECEIPT", "FOO"]
 TEXT = st.text(alphabet=st.sampled_from(list("ab:\\\n\rcnr é☃ \t")), max_size=8) | st.text(
@@ -197,6 +198,32 @@ def test_twins_decode_to_the_same_columns(
         assert compiled[1:5] == frames[1:5]
 
 
+@st.composite
+def long_streams(draw: Any) -> bytes:
+    """Sample broker streams (tens of KiB), sometimes damaged once: pieces then outgrow the buffered tail."""
+    data = bytearray(generate_stream(draw(st.integers(5, 150)), seed=draw(st.integers(0, 2**16))))
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(data)))
+        data[at:at] = draw(st.sampled_from(INSERTS))
+    return bytes(data)
+
+
+@DIFF
+@given(
+    data=long_streams(),
+    cut_seed=st.lists(st.integers(0, 2**24), max_size=12),
+    takes=st.lists(st.tuples(st.integers(0, 50), st.integers(0, 20_000)), max_size=8),
+)
+def test_twins_decode_long_streams_identically(data: bytes, cut_seed: List[int], takes: List[Tuple[int, int]]) -> None:
+    examples_run["long"] += 1
+    cuts = sorted({seed % (len(data) + 1) for seed in cut_seed})
+    compiled = outcome(C, data, cuts, {"heartbeat_events": True})
+    assert compiled == outcome(P, data, cuts, {"heartbeat_events": True})
+    whole = outcome(C, data, [], {"heartbeat_events": True})
+    assert compiled[:3] == whole[:3] if compiled[0] == "ok" else compiled[1:3] == whole[1:3]
+    assert column_outcome(C, data, cuts, {}, takes) == column_outcome(P, data, cuts, {}, takes)
+
+
 ENCODE_TEXT = st.text(max_size=6) | TEXT
 
 
@@ -260,5 +287,5 @@ def test_same_bytes_decode_by_their_frame(module: Any) -> None:
 def test_examples_were_run() -> None:
     # reported by `pytest -s`; guards against a silently empty property run
     print(f"differential examples run: {examples_run}")
-    for kind in ("decode", "columns"):
+    for kind in ("decode", "columns", "long"):
         assert examples_run[kind] >= min(EXAMPLES, 100) or examples_run[kind] == 0

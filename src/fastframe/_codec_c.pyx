@@ -913,24 +913,56 @@ cdef class Decoder:
                 # nothing buffered: parse the caller's bytes in place, keep only the tail
                 self.base += self.end
                 self.pos = self.end = 0
-                self.cur = <const unsigned char *>view.buf
-                try:
-                    self._run(view.len, out)
-                finally:
-                    self._keep_tail(<const unsigned char *>view.buf, view.len)
+                self._run_in_place(<const unsigned char *>view.buf, view.len, out)
             else:
-                self._append(<const unsigned char *>view.buf, view.len)
-                self.cur = self.buf
-                try:
-                    self._run(self.end, out)
-                finally:
-                    self._compact()
+                self._finish_buffered(<const unsigned char *>view.buf, view.len, out)
         except FrameError as error:
             error.frames = out
             self.error = error
             raise
         finally:
             PyBuffer_Release(&view)
+        return 0
+
+    cdef int _run_in_place(self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+        """Parse the caller's bytes where they are (``pos`` indexes them); keep only the unconsumed tail."""
+        self.end = 0
+        self.cur = data
+        try:
+            self._run(size, out)
+        finally:
+            self._keep_tail(data, size)
+        return 0
+
+    cdef int _finish_buffered(self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+        """Bytes are buffered: append only as much of ``data`` as consumes them, then parse the rest in place.
+
+        Pieces double from 4 KiB (or the buffered size), so a frame that ends
+        early in ``data`` does not make all of it be copied, and no byte is
+        scanned twice (the parser resumes where it stopped).
+        """
+        cdef Py_ssize_t taken = 0, at, piece = max(4096, self.end - self.pos)
+        try:
+            while True:
+                piece = min(piece, size - taken)
+                self._append(data + taken, piece)
+                taken += piece
+                self.cur = self.buf
+                self._run(self.end, out)
+                at = self.end - taken  # where data[0] is in buf (an _append may have moved it)
+                if taken == size:
+                    self._compact()
+                    return 0
+                if self.pos >= at:
+                    break
+                piece *= 2
+        except FrameError:
+            self._append(data + taken, size - taken)  # fed is fed: counted as buffered, as when it all was
+            self._compact()
+            raise
+        # what is unconsumed starts inside data: renumber from data[0] and go on in place
+        self._renumber(at)
+        self._run_in_place(data, size, out)
         return 0
 
     def close(self):
