@@ -5,7 +5,8 @@ tables (``_constants``), and the diagnosis of a bad head line (``_diagnose``).
 This module finds lines with memchr, checks them in one pass, and asks
 ``_diagnose`` only when a line is not plainly clean, so its errors are the
 Python twin's. An encoding it cannot do is handed to the Python twin's encoder,
-which raises the reference error.
+which raises the reference error. A ColumnDecoder is the same decoder writing
+its rows into a _ColumnStore (Arrow-layout buffers) instead of Frame objects.
 """
 
 cimport cython
