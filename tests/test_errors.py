@@ -195,6 +195,21 @@ def test_excerpt_only_shows_received_bytes(codec: ModuleType) -> None:
     assert info.value.excerpt == b"SEND\na:b\\q\n"
 
 
+@pytest.mark.parametrize("body_size", [4069, 4075, 9000])
+def test_excerpt_after_a_buffered_tail_shows_the_whole_feed(codec: ModuleType, body_size: int) -> None:
+    # the tail "SEND\n" is buffered; the next feed finishes its frame: the bad byte sits near the end of
+    # the compiled twin's first 4 KiB piece (or past it), and the excerpt still shows the 16 bytes after it
+    rest = b"content-length:%d\n\n" % body_size + b"x" * body_size + b"Y" + bytes(range(65, 95))
+    decoder = codec.Decoder()
+    decoder.feed(b"SEND\n")
+    with pytest.raises(MissingNullError) as info:
+        decoder.feed(rest)
+    whole = fail(codec, b"SEND\n" + rest)
+    assert (info.value.offset, info.value.excerpt, str(info.value)) == (whole.offset, whole.excerpt, str(whole))
+    assert info.value.excerpt.endswith(b"Y" + bytes(range(65, 80)))
+    assert decoder.bytes_fed == 5 + len(rest) and decoder.buffered == 5 + len(rest)
+
+
 def test_errors_pickle(codec: ModuleType) -> None:
     for data, options in [(b"SEND\na:\\t\n\n\0", {}), (b"SEND\n\nxy\0", {"max_body_size": 1})]:
         err = fail(codec, data, **options)

@@ -796,6 +796,8 @@ cdef class Decoder:
     cdef Py_ssize_t cap, end, pos, base  # base: stream offset of index 0
     cdef const unsigned char *cur  # what is being parsed: buf, or the caller's data
     cdef Py_ssize_t _cur_end  # its length
+    cdef const unsigned char *rest  # the caller's bytes not appended yet (see _finish_buffered): for excerpts
+    cdef Py_ssize_t rest_size
     # the frame in progress (indexes into cur)
     cdef Phase phase
     cdef Py_ssize_t fs, ls, scan, bs, bscan, cl
@@ -949,6 +951,8 @@ cdef class Decoder:
                 self._append(data + taken, piece)
                 taken += piece
                 self.cur = self.buf
+                self.rest = data + taken
+                self.rest_size = size - taken
                 self._run(self.end, out)
                 at = self.end - taken  # where data[0] is in buf (an _append may have moved it)
                 if taken == size:
@@ -961,6 +965,8 @@ cdef class Decoder:
             self._append(data + taken, size - taken)  # fed is fed: counted as buffered, as when it all was
             self._compact()
             raise
+        finally:
+            self.rest_size = 0
         # what is unconsumed starts inside data: renumber from data[0] and go on in place
         self._renumber(at)
         self._run_in_place(data, size, out)
@@ -1057,8 +1063,11 @@ cdef class Decoder:
 
     cdef int _fail(self, cls, str reason, Py_ssize_t index, Py_ssize_t floor, str limit) except -1:
         cdef Py_ssize_t lo = max(index - 16, floor)
-        cdef Py_ssize_t hi = min(index + 16, self._cur_end)
-        cdef bytes excerpt = PyBytes_FromStringAndSize(<const char *>self.cur + lo, hi - lo) if hi > lo else b""
+        cdef Py_ssize_t hi = min(index + 16, self._cur_end + self.rest_size)
+        cdef Py_ssize_t seen = min(hi, self._cur_end)  # the excerpt may go on into bytes not appended yet
+        cdef bytes excerpt = PyBytes_FromStringAndSize(<const char *>self.cur + lo, seen - lo) if seen > lo else b""
+        if hi > seen:
+            excerpt += PyBytes_FromStringAndSize(<const char *>self.rest, hi - seen)
         raise make_decode_error(
             cls, reason, self.base + index, excerpt, self.base + lo, self.base + floor, self.base + hi, limit
         )
