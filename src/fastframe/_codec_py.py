@@ -16,7 +16,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Mapping
 from itertools import accumulate
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._constants import (
     BODY_COMMANDS,
@@ -817,68 +817,114 @@ def _offsets(lengths: Iterable[int]) -> bytes:
     return values.tobytes()
 
 
-def _utf8_size(text: str) -> int:
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
+class _Row(NamedTuple):
+    """A frame as its column bytes, encoded once."""
+
+    command: bytes
+    names: List[bytes]
+    values: List[bytes]
+    body: bytes
+    offset: int  # -1 for a frame made by hand
+    size: int  # data bytes: command, names, values, body
 
 
-def _data_size(frame: Any) -> int:
-    """The bytes a frame puts in the columns: command, header names and values, body."""
-    size = _utf8_size(frame.command) + len(frame.body)
-    for name, value in frame.headers:
-        size += _utf8_size(name) + _utf8_size(value)
-    return size
+def _row(frame: Any) -> _Row:
+    headers = tuple(frame.headers)
+    command = frame.command.encode("utf-8")
+    names = [name.encode("utf-8") for name, _ in headers]
+    values = [value.encode("utf-8") for _, value in headers]
+    body = bytes(frame.body)
+    offset = getattr(frame, "offset", None)  # frames of other kinds may have none
+    size = len(command) + sum(map(len, names)) + sum(map(len, values)) + len(body)
+    return _Row(command, names, values, body, -1 if offset is None else offset, size)
 
 
-def _columns(frames: Sequence[Any]) -> Columns:
-    """The Columns of these frames (the caller checked their size)."""
-    commands = [frame.command.encode("utf-8") for frame in frames]
-    header_lists = [tuple(frame.headers) for frame in frames]
-    names = [name.encode("utf-8") for headers in header_lists for name, _ in headers]
-    values = [value.encode("utf-8") for headers in header_lists for _, value in headers]
-    bodies = [bytes(frame.body) for frame in frames]
+def _columns(rows: Sequence[_Row]) -> Columns:
+    """The Columns of these rows (the caller checked their size)."""
+    names = [name for row in rows for name in row.names]
     # the first-wins map: 1 for the first header of each name in its row
     keep: List[int] = []
-    for headers in header_lists:
+    for row in rows:
         seen = set()
-        for name, _ in headers:
+        for name in row.names:
             keep.append(0 if name in seen else 1)
             seen.add(name)
     map_offsets = map_keep = None
     if not all(keep):
         kept = iter(keep)
-        map_offsets = _offsets(sum(next(kept) for _ in headers) for headers in header_lists)
+        map_offsets = _offsets(sum(next(kept) for _ in row.names) for row in rows)
         map_keep = bytes(keep)
-    frame_offsets = array("q", [-1 if frame.offset is None else frame.offset for frame in frames])
+    frame_offsets = array("q", [row.offset for row in rows])
     if sys.byteorder != "little":
         frame_offsets.byteswap()
+    values = [value for row in rows for value in row.values]
     return Columns(
-        len(frames),
+        len(rows),
         frame_offsets.tobytes(),
-        _offsets(map(len, commands)),
-        b"".join(commands),
-        _offsets(map(len, header_lists)),
+        _offsets(len(row.command) for row in rows),
+        b"".join(row.command for row in rows),
+        _offsets(len(row.names) for row in rows),
         _offsets(map(len, names)),
         b"".join(names),
         _offsets(map(len, values)),
         b"".join(values),
-        _offsets(map(len, bodies)),
-        b"".join(bodies),
+        _offsets(len(row.body) for row in rows),
+        b"".join(row.body for row in rows),
         map_offsets,
         map_keep,
     )
 
 
-def _check_row_fits(frame: Any) -> None:
-    """One frame alone must fit Arrow's int32 offsets, column by column."""
-    headers = tuple(frame.headers)
-    sizes = (
-        _utf8_size(frame.command),
-        sum(_utf8_size(name) for name, _ in headers),
-        sum(_utf8_size(value) for _, value in headers),
-        len(frame.body),
-    )
-    if max(sizes) > MAX_COLUMN_BYTES:
-        raise OverflowError(ROW_TOO_LARGE)
+class _RowStore:
+    """Rows waiting to become Columns (the compiled twin's ``_ColumnStore``, with the same rules)."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self._rows: List[_Row] = []  # those before _first are taken
+        self._ends: List[int] = []  # running total of their data bytes
+        self._first = 0
+        self._total = 0  # data bytes of every row so far
+        self._taken = 0  # data bytes of the rows taken
+
+    def add(self, frames: Iterable[Any]) -> None:
+        for frame in frames:
+            row = _row(frame)
+            self._total += row.size
+            self._ends.append(self._total)
+            self._rows.append(row)
+
+    @property
+    def pending(self) -> int:
+        return len(self._rows) - self._first
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._total - self._taken
+
+    def take(self, limit_rows: int, limit_bytes: int) -> Columns:
+        """The oldest rows waiting, at most ``limit_rows`` and ``limit_bytes`` of data (one row at least)."""
+        first = self._first
+        count = min(self.pending, limit_rows)
+        if count == 0:
+            return _columns([])
+        count = max(1, bisect_right(self._ends, self._taken + limit_bytes, first, first + count) - first)
+        rows = self._rows[first : first + count]
+        if count == 1:  # one frame alone must fit Arrow's int32 offsets, column by column
+            row = rows[0]
+            if max(len(row.command), sum(map(len, row.names)), sum(map(len, row.values)), len(row.body)) > (
+                MAX_COLUMN_BYTES
+            ):
+                raise OverflowError(ROW_TOO_LARGE)
+        columns = _columns(rows)
+        self._first = first + count
+        self._taken = self._ends[first + count - 1]
+        if 2 * self._first >= len(self._rows):  # drop what is taken, a half at a time at most
+            del self._rows[: self._first]
+            del self._ends[: self._first]
+            self._first = 0
+        return columns
 
 
 def to_columns(frames: Iterable[Any]) -> Columns:
@@ -888,12 +934,13 @@ def to_columns(frames: Iterable[Any]) -> Columns:
     ``frame_offsets`` of a frame made by hand are -1). Raises OverflowError
     when the frames hold more than 2 GiB of data (give fewer frames).
     """
-    frames = list(frames)
-    if sum(map(_data_size, frames)) > MAX_COLUMN_BYTES:
-        if len(frames) > 1:
-            raise OverflowError(TOO_LARGE_FOR_COLUMNS)
-        _check_row_fits(frames[0])
-    return _columns(frames)
+    store = _RowStore()
+    store.add(frames)
+    count = store.pending
+    columns = store.take(count, MAX_COLUMN_BYTES)
+    if columns.rows != count:
+        raise OverflowError(TOO_LARGE_FOR_COLUMNS)
+    return columns
 
 
 class ColumnDecoder(Decoder):
@@ -914,38 +961,28 @@ class ColumnDecoder(Decoder):
     def reset(self) -> None:
         """Forget everything: buffered bytes, rows not taken, counters, a pending error."""
         super().reset()
-        self._rows: List[Any] = []  # frames; those before _first are taken
-        self._ends: List[int] = []  # running total of their data bytes
-        self._first = 0
-        self._total = 0  # data bytes of every row so far
-        self._taken = 0  # data bytes of the rows taken
+        self._store = _RowStore()
 
     def feed(self, data: BytesLike) -> int:  # type: ignore[override]
         """Add bytes; return the number of rows waiting to be taken."""
         try:
             frames = super().feed(data)
         except FrameError as error:
-            self._add(error.frames)  # type: ignore[attr-defined]
+            self._store.add(error.frames)  # type: ignore[attr-defined]
             error.frames = []  # type: ignore[attr-defined]
             raise
-        self._add(frames)
-        return self.rows
-
-    def _add(self, frames: List[Any]) -> None:
-        for frame in frames:
-            self._total += _data_size(frame)
-            self._ends.append(self._total)
-        self._rows.extend(frames)
+        self._store.add(frames)
+        return self._store.pending
 
     @property
     def rows(self) -> int:
         """Rows (complete frames) waiting to be taken."""
-        return len(self._rows) - self._first
+        return self._store.pending
 
     @property
     def pending_bytes(self) -> int:
         """Data bytes (commands, header names and values, bodies) of the rows waiting to be taken."""
-        return self._total - self._taken
+        return self._store.pending_bytes
 
     def take(self, max_rows: Optional[int] = None, max_bytes: Optional[int] = None) -> Columns:
         """The oldest rows waiting, as Columns: all of them, or at most ``max_rows``
@@ -953,21 +990,4 @@ class ColumnDecoder(Decoder):
 
         Raises OverflowError when one frame alone overflows an Arrow column (2 GiB).
         """
-        limit_rows, limit_bytes = take_limits(max_rows, max_bytes)
-        first = self._first
-        count = min(self.rows, limit_rows)
-        if count == 0:
-            return _columns([])
-        # the most rows whose data fits, one at least
-        count = max(1, bisect_right(self._ends, self._taken + limit_bytes, first, first + count) - first)
-        rows = self._rows[first : first + count]
-        if count == 1:
-            _check_row_fits(rows[0])
-        columns = _columns(rows)
-        self._first = first + count
-        self._taken = self._ends[first + count - 1]
-        if 2 * self._first >= len(self._rows):  # drop what is taken, a half at a time at most
-            del self._rows[: self._first]
-            del self._ends[: self._first]
-            self._first = 0
-        return columns
+        return self._store.take(*take_limits(max_rows, max_bytes))
