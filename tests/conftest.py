@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import subprocess
 from pathlib import Path
 from types import ModuleType
 
@@ -17,7 +18,32 @@ TWINS = ("c", "py")
 TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("FASTFRAME_SHARED", REPO.parent / "shared"))
+
+
+def _find_shared() -> Path:
+    """The project's read-only reference folder: $FASTFRAME_SHARED, ../shared, or beside the clone's origin.
+
+    A clone made elsewhere (``git clone /work/main /tmp/x``) still finds the
+    corpus beside the repository it was cloned from.
+    """
+    if "FASTFRAME_SHARED" in os.environ:
+        return Path(os.environ["FASTFRAME_SHARED"])
+    beside = REPO.parent / "shared"
+    if beside.is_dir():
+        return beside
+    try:
+        origin = subprocess.run(
+            ["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
+            capture_output=True, text=True, timeout=10,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        origin = ""
+    if origin and Path(origin).is_dir() and (Path(origin).resolve().parent / "shared").is_dir():
+        return Path(origin).resolve().parent / "shared"
+    return beside
+
+
+SHARED = _find_shared()
 CORPUS = SHARED / "corpus" / "brokers"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -37,6 +63,9 @@ def corpus_dir() -> Path:
     """../shared/corpus/brokers; skipped locally when absent, a failure in CI."""
     if not CORPUS.is_dir():
         if IN_CI:
-            pytest.fail(f"broker corpus not found at {CORPUS} (CI must run with ../shared beside the clone)")
+            pytest.fail(
+                f"broker corpus not found at {CORPUS} (CI needs ../shared beside the clone or its origin, "
+                "or FASTFRAME_SHARED)"
+            )
         pytest.skip(f"broker corpus not found at {CORPUS}: clone the repo beside ../shared to run these")
     return CORPUS
