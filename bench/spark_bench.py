@@ -75,38 +75,28 @@ def read_files(paths: List[str]) -> List[bytes]:
     return blobs
 
 
-def bare_decoder(paths: List[str], chunk: int = 1 << 20) -> Dict[str, float]:
-    """Single-core decode of every file into Frame objects (data already in memory: decoding only)."""
+def decode_files(paths: List[str], columns: bool, chunk: int = 1 << 20, batch: int = 10_000) -> Dict[str, float]:
+    """Single-core decode of every file, already in memory, in ``chunk`` pieces.
+
+    Into Frame objects (``Decoder``), or with ``columns`` straight into
+    Arrow-layout columns taken ``batch`` rows at a time (``ColumnDecoder``,
+    what the read runs).
+    """
     blobs = read_files(paths)
 
     def run() -> int:
         frames = 0
         for data in blobs:
-            decoder = fastframe.Decoder()
+            decoder = fastframe.ColumnDecoder() if columns else fastframe.Decoder()
             view = memoryview(data)
             for i in range(0, len(data), chunk):
-                frames += len(decoder.feed(view[i : i + chunk]))
-            decoder.close()
-        return frames
-
-    return best_of_3(run)
-
-
-def column_decoder(paths: List[str], chunk: int = 1 << 20, batch: int = 10_000) -> Dict[str, float]:
-    """Single-core decode straight into columns, as the read does (``ColumnDecoder``, batches of ``batch`` rows)."""
-    blobs = read_files(paths)
-
-    def run() -> int:
-        frames = 0
-        for data in blobs:
-            decoder = fastframe.ColumnDecoder()
-            view = memoryview(data)
-            for i in range(0, len(data), chunk):
-                decoder.feed(view[i : i + chunk])
-                while decoder.rows >= batch:
+                got = decoder.feed(view[i : i + chunk])
+                if not columns:
+                    frames += len(got)
+                while columns and decoder.rows >= batch:
                     frames += decoder.take(batch).rows
             decoder.close()
-            while decoder.rows:
+            while columns and decoder.rows:
                 frames += decoder.take(batch).rows
         return frames
 
@@ -248,8 +238,8 @@ def main(argv: Any = None) -> int:
         frames = archive["frames"]
         print(f"archive: {args.files} files, {frames:,} frames, {archive['bytes'] / 1e6:.1f} MB, "
               f"twin {fastframe.IMPLEMENTATION}", flush=True)  # fmt: skip
-        bare = bare_decoder(archive["paths"])
-        columnar = column_decoder(archive["paths"])
+        bare = decode_files(archive["paths"], columns=False)
+        columnar = decode_files(archive["paths"], columns=True)
         task = task_breakdown(archive["paths"])
         ipc = write_ipc(archive["paths"], os.path.join(tmp, "ipc"))
 

@@ -463,15 +463,20 @@ cdef HeaderEnds *_sort_headers
 cdef long long _sort_first_start
 
 
-cdef int _by_name(const void *a, const void *b) noexcept nogil:
-    cdef long long i = (<const long long *>a)[0], j = (<const long long *>b)[0]
+cdef int _compare_names(long long i, long long j) noexcept nogil:
+    """Order of the names of headers i and j of the set being sorted: by length, then bytes."""
     cdef long long i0 = _sort_first_start if i == 0 else _sort_headers[i - 1].name_end
     cdef long long j0 = _sort_first_start if j == 0 else _sort_headers[j - 1].name_end
     cdef long long ni = _sort_headers[i].name_end - i0, nj = _sort_headers[j].name_end - j0
-    cdef int order
     if ni != nj:
         return -1 if ni < nj else 1
-    order = memcmp(_sort_names + i0, _sort_names + j0, ni)
+    return memcmp(_sort_names + i0, _sort_names + j0, ni)
+
+
+cdef int _by_name(const void *a, const void *b) noexcept nogil:
+    """qsort's comparison: by name, then by position (the first of equal names comes first)."""
+    cdef long long i = (<const long long *>a)[0], j = (<const long long *>b)[0]
+    cdef int order = _compare_names(i, j)
     if order:
         return order
     return -1 if i < j else (1 if i > j else 0)
@@ -608,7 +613,7 @@ cdef class _ColumnStore:
             _sort_first_start = start
             qsort(order, count, sizeof(long long), _by_name)
             for i in range(1, count):
-                if _by_name_equal(headers + first, self.names.data, start, order[i - 1], order[i]):
+                if _compare_names(order[i - 1], order[i]) == 0:
                     headers[first + order[i]].keep = 0
                     dropped += 1
         finally:
@@ -755,14 +760,6 @@ cdef class _ColumnStore:
         self.r0 = self.h0 = 0
         self.command0 = self.name0 = self.value0 = self.body0 = self.data0 = self.dropped0 = 0
         self._give_back()
-
-
-cdef inline bint _by_name_equal(HeaderEnds *headers, const char *names, long long start, long long i,
-                                long long j) noexcept:
-    cdef long long i0 = start if i == 0 else headers[i - 1].name_end
-    cdef long long j0 = start if j == 0 else headers[j - 1].name_end
-    cdef long long size = headers[i].name_end - i0
-    return headers[j].name_end - j0 == size and memcmp(names + i0, names + j0, size) == 0
 
 
 cdef object _EMPTY_COLUMNS = Columns(0, b"", b"\0\0\0\0", b"", b"\0\0\0\0", b"\0\0\0\0", b"", b"\0\0\0\0", b"",
