@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
-import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -20,15 +20,12 @@ from fastframe.spark.cli import main as spark_main
 
 from .helpers import bare_decode
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+# the installed command (beside this interpreter), never the source tree: the test proves what users run
+FASTFRAME = shutil.which("fastframe", path=str(Path(sys.executable).parent)) or "fastframe"
 
 
 def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = SRC + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run(
-        [sys.executable, "-m", "fastframe", *args], capture_output=True, text=True, env=env, timeout=timeout
-    )
+    return subprocess.run([FASTFRAME, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def tree_digest(root: Path) -> Dict[str, str]:
