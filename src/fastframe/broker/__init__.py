@@ -1,0 +1,11 @@
+"""A small in-memory STOMP broker's routing core (no I/O): see :class:`BrokerCore`.
+
+``fastframe.aio.Broker`` serves it over TCP; this package never imports ``fastframe.aio``.
+"""
+
+from __future__ import annotations
+
+from ._core import ACK_MODES, DEFAULT_MAX_STORED_BYTES, BrokerCore, Session, SessionHandle
+from ._errors import ERRORS, error_frame
+
+__all__ = ["ACK_MODES", "DEFAULT_MAX_STORED_BYTES", "ERRORS", "BrokerCore", "Session", "SessionHandle", "error_frame"]

@@ -1,0 +1,455 @@
+"""The broker's routing core: sessions, subscriptions, ack modes, transactions, redelivery. No I/O.
+
+A transport opens a :class:`Session` for each connection with a :class:`SessionHandle` (how to send
+a frame to that client and how to close it), passes every frame the client sends to
+:meth:`BrokerCore.receive`, and calls :meth:`BrokerCore.close` when the connection ends. The core
+answers through the handles: CONNECTED, RECEIPT, MESSAGE and ERROR frames, then ``close()`` after an
+ERROR or a DISCONNECT. Nothing here reads a clock or a socket, so every rule is tested by calling it.
+
+Destinations are ``/queue/NAME`` (each message to one subscriber, round robin; kept until one
+subscribes) and ``/topic/NAME`` (each message to every subscriber present, dropped when there is none).
+Ack modes are ``auto``, ``client`` (cumulative, per subscription) and ``client-individual``; a NACK, an
+UNSUBSCRIBE or a lost connection puts a queue's unacknowledged messages back at its head, and they are
+delivered again with ``redelivered:true`` (a topic's go back to the same subscription while it lives).
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Tuple
+
+import fastframe
+from fastframe import spec
+
+from .._constants import VERSIONS
+from ._errors import error_frame
+
+__all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
+
+ACK_MODES = ("auto", "client", "client-individual")
+#: Bytes of bodies the broker keeps for queues nobody consumes yet, all queues together.
+DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
+# SEND headers the broker sets itself or that concern only the SEND (RabbitMQ leaks receipt and
+# transaction into the MESSAGE; the spec says nothing, and a client reading them would be confused).
+_DROPPED = frozenset({"destination", "content-length", "receipt", "transaction", "message-id", "subscription", "ack"})
+_TX_COMMANDS = frozenset({"SEND", "ACK", "NACK"})
+Headers = Tuple[Tuple[str, str], ...]
+
+
+class SessionHandle(Protocol):
+    """How the core reaches one client: the transport implements both methods."""
+
+    def send(self, frame: Any) -> None:
+        """Queue ``frame`` for the client."""
+
+    def close(self) -> None:
+        """Close the connection once what was sent has been written."""
+
+
+class _Message:
+    """One SEND's content: what every delivery of it shares."""
+
+    __slots__ = ("destination", "headers", "body")
+
+    def __init__(self, destination: str, headers: Headers, body: bytes) -> None:
+        self.destination = destination
+        self.headers = headers
+        self.body = body
+
+
+class _Subscription:
+    __slots__ = ("session", "id", "destination", "ack", "unacked", "header")
+
+    def __init__(self, session: Session, sub_id: str, destination: str, ack: str, named: bool) -> None:
+        self.session = session
+        self.id = sub_id
+        self.destination = destination
+        self.ack = ack
+        #: ack id -> message, in delivery order (cumulative ACK walks it from the front)
+        self.unacked: Dict[str, _Message] = {}
+        # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
+        self.header: Headers = (("subscription", sub_id),) if named else ()
+
+
+class Session:
+    """One client connection's state in the core."""
+
+    def __init__(self, handle: SessionHandle, number: int) -> None:
+        self.handle = handle
+        self.name = f"session-{number}"
+        #: the negotiated version, ``None`` until CONNECT succeeded
+        self.version: Optional[str] = None
+        self.login: Optional[str] = None
+        self.subscriptions: Dict[str, _Subscription] = {}
+        #: ack id -> subscription, for every unacknowledged delivery of this session
+        self.pending: Dict[str, _Subscription] = {}
+        #: transaction id -> frames held until COMMIT
+        self.transactions: Dict[str, List[Any]] = {}
+        self.closed = False
+
+    @property
+    def connected(self) -> bool:
+        """Whether CONNECT succeeded and the session is not closed."""
+        return self.version is not None and not self.closed
+
+
+class _Queue:
+    __slots__ = ("messages", "consumers", "next")
+
+    def __init__(self) -> None:
+        self.messages: Deque[Tuple[_Message, bool]] = collections.deque()  # (message, redelivered)
+        self.consumers: List[_Subscription] = []
+        self.next = 0
+
+
+class BrokerCore:
+    """Routing for every session of one broker.
+
+    Args:
+        users: login -> passcode; ``None`` accepts any login (or none).
+        max_stored_bytes: bound on the bodies held in queues that nobody consumes yet; a SEND past it
+            is refused with an ERROR (the sender is the one slowed, never the broker's memory).
+        server: the ``server`` header of CONNECTED.
+    """
+
+    def __init__(
+        self,
+        *,
+        users: Optional[Mapping[str, str]] = None,
+        max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+        server: str = f"fastframe/{fastframe.__version__}",
+    ) -> None:
+        self.users = dict(users) if users is not None else None
+        self.max_stored_bytes = max_stored_bytes
+        self.server = server
+        self.sessions: Dict[str, Session] = {}
+        self.queues: Dict[str, _Queue] = {}
+        self.topics: Dict[str, List[_Subscription]] = {}
+        self.stored_bytes = 0
+        self._sessions_opened = 0
+        self._message_ids = 0
+        self._handlers: Dict[str, Callable[[Session, Any], None]] = {
+            "SEND": self._send,
+            "SUBSCRIBE": self._subscribe,
+            "UNSUBSCRIBE": self._unsubscribe,
+            "ACK": self._ack,
+            "NACK": self._nack,
+            "BEGIN": self._begin,
+            "COMMIT": self._commit,
+            "ABORT": self._abort,
+            "DISCONNECT": self._disconnect,
+        }
+
+    # ------------------------------------------------------------------ sessions
+
+    def open(self, handle: SessionHandle) -> Session:
+        """A new session for a connection that has just been accepted."""
+        self._sessions_opened += 1
+        session = Session(handle, self._sessions_opened)
+        self.sessions[session.name] = session
+        return session
+
+    def close(self, session: Session) -> None:
+        """The connection ended: drop its transactions and subscriptions, redeliver its unacked messages."""
+        if session.closed:
+            return
+        session.closed = True
+        session.transactions.clear()
+        for sub in list(session.subscriptions.values()):
+            self._drop_subscription(sub)
+        self.sessions.pop(session.name, None)
+
+    def fail(self, session: Session, error: Any) -> None:
+        """Send ``error`` (an ERROR frame) and close: the ending of every mistake."""
+        if not session.closed:
+            session.handle.send(error)
+            session.handle.close()
+            self.close(session)
+
+    # ------------------------------------------------------------------ frames
+
+    def receive(self, session: Session, frame: Any) -> None:
+        """Act on one frame the client of ``session`` sent."""
+        if session.closed:
+            return
+        command = frame.command
+        if session.version is None:
+            if command in ("CONNECT", "STOMP"):
+                self._connect(session, frame)
+            else:
+                self.fail(session, error_frame("not-connected"))
+            return
+        handler = self._handlers.get(command)
+        if handler is None or (command == "NACK" and session.version == "1.0"):
+            if command in ("CONNECT", "STOMP"):
+                self.fail(session, error_frame("already-connected"))
+            else:
+                self.fail(session, error_frame("command", command))
+            return
+        tx = frame.get("transaction")
+        if tx is not None and command in _TX_COMMANDS:
+            held = session.transactions.get(tx)
+            if held is None:
+                self.fail(session, error_frame("transaction-unknown", tx))
+                return
+            if command == "SEND" and not self._check_destination(session, frame):
+                return
+            held.append(frame)
+        else:
+            handler(session, frame)
+        self._receipt(session, frame)
+
+    def _receipt(self, session: Session, frame: Any) -> None:
+        receipt = frame.get("receipt")
+        if receipt is not None and not session.closed and frame.command != "DISCONNECT":
+            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+
+    def _connect(self, session: Session, frame: Any) -> None:
+        version = spec.negotiate_version(frame.get("accept-version"), VERSIONS)
+        if version is None:
+            self.fail(session, error_frame("version"))
+            return
+        login = frame.get("login")
+        if self.users is not None and (login is None or self.users.get(login) != frame.get("passcode")):
+            self.fail(session, error_frame("login", login or ""))
+            return
+        session.version = version
+        session.login = login
+        headers = [("version", version), ("server", self.server), ("session", session.name)]
+        session.handle.send(fastframe.Frame("CONNECTED", headers))
+
+    def _check_destination(self, session: Session, frame: Any) -> Optional[str]:
+        destination: Optional[str] = frame.get("destination")
+        if destination is None:
+            self.fail(session, error_frame("destination-missing", frame.command))
+            return None
+        if not destination.startswith(("/queue/", "/topic/")) or len(destination) < 8:
+            self.fail(session, error_frame("destination-unknown", destination))
+            return None
+        return destination
+
+    def _send(self, session: Session, frame: Any) -> None:
+        destination = self._check_destination(session, frame)
+        if destination is None:
+            return
+        headers = tuple(item for item in frame.headers if item[0] not in _DROPPED)
+        self.publish(_Message(destination, _first_wins(headers), frame.body), session)
+
+    def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
+        """Route one message to its queue or to its topic's subscribers."""
+        if message.destination.startswith("/topic/"):
+            for sub in self.topics.get(message.destination, ()):
+                self._deliver(sub, message, False)
+            return
+        queue = self.queues.get(message.destination)
+        if queue is None:
+            queue = self.queues[message.destination] = _Queue()
+        if queue.consumers and not queue.messages:
+            self._deliver(self._next_consumer(queue), message, False)
+            return
+        if self.stored_bytes + len(message.body) > self.max_stored_bytes and sender is not None:
+            self.fail(sender, error_frame("full", self.max_stored_bytes))
+            return
+        queue.messages.append((message, False))
+        self.stored_bytes += len(message.body)
+
+    def _next_consumer(self, queue: _Queue) -> _Subscription:
+        if queue.next >= len(queue.consumers):
+            queue.next = 0
+        sub = queue.consumers[queue.next]
+        queue.next += 1
+        return sub
+
+    def _drain(self, queue: _Queue) -> None:
+        """Deliver what a queue holds while it has consumers."""
+        while queue.messages and queue.consumers:
+            message, redelivered = queue.messages.popleft()
+            self.stored_bytes -= len(message.body)
+            self._deliver(self._next_consumer(queue), message, redelivered)
+
+    def _deliver(self, sub: _Subscription, message: _Message, redelivered: bool) -> None:
+        session = sub.session
+        self._message_ids += 1
+        message_id = str(self._message_ids)
+        headers: Headers = (
+            *sub.header,
+            ("destination", message.destination),
+            ("message-id", message_id),
+            ("redelivered", "true" if redelivered else "false"),
+        )
+        if sub.ack != "auto":
+            sub.unacked[message_id] = message
+            session.pending[message_id] = sub
+            if session.version == "1.2":
+                headers += (("ack", message_id),)
+        session.handle.send(fastframe.Frame("MESSAGE", headers + message.headers, message.body))
+
+    def _subscribe(self, session: Session, frame: Any) -> None:
+        destination = self._check_destination(session, frame)
+        if destination is None:
+            return
+        sub_id = frame.get("id")
+        ack = frame.get("ack", "auto")
+        if ack not in ACK_MODES:  # 1.0 has no client-individual; accepted anyway, as RabbitMQ does
+            self.fail(session, error_frame("ack-id", "SUBSCRIBE", "ack"))
+            return
+        key = sub_id if sub_id is not None else destination
+        if key in session.subscriptions:
+            self.fail(session, error_frame("duplicate-subscription", key))
+            return
+        sub = _Subscription(session, key, destination, ack, sub_id is not None)
+        session.subscriptions[key] = sub
+        if destination.startswith("/topic/"):
+            self.topics.setdefault(destination, []).append(sub)
+            return
+        queue = self.queues.get(destination)
+        if queue is None:
+            queue = self.queues[destination] = _Queue()
+        queue.consumers.append(sub)
+        self._drain(queue)
+
+    def _unsubscribe(self, session: Session, frame: Any) -> None:
+        key = frame.get("id")
+        if key is None:
+            key = frame.get("destination")  # 1.0 may unsubscribe by destination
+        sub = session.subscriptions.get(key) if key is not None else None
+        if sub is None:
+            self.fail(session, error_frame("subscription-id", "UNSUBSCRIBE"))
+            return
+        self._drop_subscription(sub)
+
+    def _drop_subscription(self, sub: _Subscription) -> None:
+        session = sub.session
+        session.subscriptions.pop(sub.id, None)
+        for ack_id in sub.unacked:
+            session.pending.pop(ack_id, None)
+        if sub.destination.startswith("/topic/"):
+            subs = self.topics.get(sub.destination, [])
+            if sub in subs:
+                subs.remove(sub)
+            if not subs:
+                self.topics.pop(sub.destination, None)
+            sub.unacked.clear()
+            return
+        queue = self.queues[sub.destination]
+        queue.consumers.remove(sub)
+        self._requeue(queue, list(sub.unacked.values()))
+        sub.unacked.clear()
+        self._drain(queue)
+
+    def _requeue(self, queue: _Queue, messages: List[_Message]) -> None:
+        # back at the head, in their original order; stored again until a consumer takes them
+        for message in reversed(messages):
+            queue.messages.appendleft((message, True))
+            self.stored_bytes += len(message.body)
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def _acked(self, session: Session, frame: Any) -> Optional[Tuple[_Subscription, List[str]]]:
+        """The subscription and ack ids an ACK or NACK settles, or ``None`` after an ERROR."""
+        name = "id" if session.version == "1.2" else "message-id"
+        ack_id = frame.get(name)
+        if ack_id is None and name == "id":
+            ack_id = frame.get("message-id")
+        sub = session.pending.get(ack_id) if ack_id is not None else None
+        if sub is None or ack_id is None:
+            self.fail(session, error_frame("ack-id", frame.command, name))
+            return None
+        if sub.ack == "client-individual":
+            return sub, [ack_id]
+        ids: List[str] = []
+        for pending in sub.unacked:  # cumulative: every delivery up to this one
+            ids.append(pending)
+            if pending == ack_id:
+                break
+        return sub, ids
+
+    def _ack(self, session: Session, frame: Any) -> None:
+        found = self._acked(session, frame)
+        if found is not None:
+            sub, ids = found
+            for ack_id in ids:
+                del sub.unacked[ack_id]
+                del session.pending[ack_id]
+
+    def _nack(self, session: Session, frame: Any) -> None:
+        found = self._acked(session, frame)
+        if found is None:
+            return
+        sub, ids = found
+        messages = [sub.unacked.pop(ack_id) for ack_id in ids]
+        for ack_id in ids:
+            del session.pending[ack_id]
+        if sub.destination.startswith("/topic/"):
+            for message in messages:  # a topic copy belongs to this subscription only
+                self._deliver(sub, message, True)
+            return
+        queue = self.queues[sub.destination]
+        self._requeue(queue, messages)
+        self._drain(queue)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _transaction(self, session: Session, frame: Any) -> Optional[str]:
+        tx: Optional[str] = frame.get("transaction")
+        if tx is None:
+            self.fail(session, error_frame("transaction-missing", frame.command))
+        return tx
+
+    def _begin(self, session: Session, frame: Any) -> None:
+        tx = self._transaction(session, frame)
+        if tx is None:
+            return
+        if tx in session.transactions:
+            self.fail(session, error_frame("transaction-duplicate", tx))
+            return
+        session.transactions[tx] = []
+
+    def _commit(self, session: Session, frame: Any) -> None:
+        tx = self._transaction(session, frame)
+        if tx is None:
+            return
+        held = session.transactions.pop(tx, None)
+        if held is None:
+            self.fail(session, error_frame("transaction-unknown", tx))
+            return
+        for inner in held:
+            if session.closed:
+                break
+            self._handlers[inner.command](session, inner)
+
+    def _abort(self, session: Session, frame: Any) -> None:
+        tx = self._transaction(session, frame)
+        if tx is not None and session.transactions.pop(tx, None) is None:
+            self.fail(session, error_frame("transaction-unknown", tx))
+
+    def _disconnect(self, session: Session, frame: Any) -> None:
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+        session.handle.close()
+        self.close(session)
+
+    # ------------------------------------------------------------------ inspection
+
+    def stats(self) -> Dict[str, int]:
+        """Counts for tests and monitoring: sessions, queued messages, unacked deliveries, stored bytes."""
+        return {
+            "sessions": len(self.sessions),
+            "queued": sum(len(q.messages) for q in self.queues.values()),
+            "unacked": sum(len(s.pending) for s in self.sessions.values()),
+            "transactions": sum(len(s.transactions) for s in self.sessions.values()),
+            "subscriptions": sum(len(s.subscriptions) for s in self.sessions.values()),
+            "stored_bytes": self.stored_bytes,
+        }
+
+
+def _first_wins(headers: Headers) -> Headers:
+    """Keep the first of each repeated header, as both big brokers forward them."""
+    seen = set()
+    kept = []
+    for name, value in headers:
+        if name not in seen:
+            seen.add(name)
+            kept.append((name, value))
+    return tuple(kept) if len(kept) != len(headers) else headers

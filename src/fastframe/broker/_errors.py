@@ -1,0 +1,61 @@
+"""ERROR frames shaped as RabbitMQ shapes them.
+
+RabbitMQ's ERROR frames carry ``message`` (a short summary), ``content-type:text/plain``,
+``version`` (the versions it speaks) and a ``content-length`` text body, and never a ``receipt-id``
+(see the broker corpus notes). The broker sends the same shape for the same mistakes, so a client
+tested here sees what it will see there.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Tuple
+
+import fastframe
+
+from .._constants import VERSIONS
+
+__all__ = ["error_frame", "ERRORS"]
+
+_VERSION_LIST = ",".join(VERSIONS)
+
+#: (message header, body) of each error the broker sends; ``{}`` fields are filled in.
+ERRORS = {
+    "version": ("Version mismatch", "Supported versions are " + _VERSION_LIST + "\n"),
+    "login": ("Bad CONNECT", "Access refused for user '{}'\n"),
+    "not-connected": ("Illegal command", "You must log in using CONNECT first"),
+    "command": ("Bad command", 'Could not interpret command "{}"\n'),
+    "destination-missing": ("Missing destination", "\"{}\" must include a 'destination' header\n"),
+    "destination-unknown": (
+        "Unknown destination",
+        "'{}' is not a valid destination.\nValid destination types are: /topic, /queue.\n",
+    ),
+    "ack-id": ("Invalid header", '"{}" must include a valid "{}" header\n'),
+    "subscription-id": ("Invalid header", '"{}" must include a valid "id" header\n'),
+    "duplicate-subscription": (
+        "Duplicated subscription identifier",
+        'A subscription identified by "{}" already exists.\n',
+    ),
+    "transaction-missing": ("Missing transaction", "\"{}\" must include a 'transaction' header\n"),
+    "transaction-unknown": ("Bad transaction", 'Invalid transaction identifier: "{}"\n'),
+    "transaction-duplicate": ("Bad transaction", 'Transaction "{}" is already active\n'),
+    "already-connected": ("Illegal command", "Already connected\n"),
+    "full": ("Resource limit", "The broker holds {} bytes of undelivered messages, its limit\n"),
+    "malformed": ("Malformed frame", "{}\n"),
+    "too-many-connections": ("Too many connections", "The broker accepts at most {} connections\n"),
+    "shutdown": ("Server shutting down", "The broker is shutting down\n"),
+    "timeout": ("Timeout", "{}\n"),
+}
+
+
+def error_frame(kind: str, *args: Any, extra: Tuple[Tuple[str, str], ...] = ()) -> Any:
+    """The ERROR frame for ``kind`` (a key of :data:`ERRORS`), its body formatted with ``args``."""
+    message, body = ERRORS[kind]
+    data = body.format(*args).encode("utf-8")
+    headers = (
+        ("message", message),
+        ("content-type", "text/plain"),
+        ("version", _VERSION_LIST),
+        *extra,
+        ("content-length", str(len(data))),
+    )
+    return fastframe.Frame("ERROR", headers, data)

@@ -1,0 +1,264 @@
+"""The broker's routing core, without I/O: frames in through receive(), frames out through handles."""
+
+from __future__ import annotations
+
+from typing import Any, List
+
+import pytest
+
+import fastframe
+from fastframe.broker import BrokerCore, Session
+
+
+class Client:
+    """A fake transport: records what the core sends and whether it closed."""
+
+    def __init__(self, core: BrokerCore, version: str = "1.2", ack_connect: bool = True) -> None:
+        self.core = core
+        self.frames: List[Any] = []
+        self.closed = False
+        self.session: Session = core.open(self)
+        if ack_connect:
+            self.do("CONNECT", {"accept-version": version, "host": "/"})
+            assert self.take()[0].command == "CONNECTED"
+
+    def send(self, frame: Any) -> None:
+        self.frames.append(frame)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def do(self, command: str, headers: Any = (), body: bytes = b"") -> None:
+        self.core.receive(self.session, fastframe.Frame(command, headers, body))
+
+    def take(self) -> List[Any]:
+        frames, self.frames = self.frames, []
+        return frames
+
+    def messages(self) -> List[Any]:
+        return [f for f in self.take() if f.command == "MESSAGE"]
+
+    def lost(self) -> None:
+        self.core.close(self.session)
+
+
+def error_of(client: Client) -> Any:
+    frames = client.take()
+    assert [f.command for f in frames] == ["ERROR"] and client.closed
+    return frames[0]
+
+
+def test_connect_negotiates_and_names_the_session() -> None:
+    core = BrokerCore(server="test/1")
+    client = Client(core, ack_connect=False)
+    client.do("CONNECT", {"accept-version": "1.0,1.1", "host": "/"})
+    (connected,) = client.take()
+    assert connected.get("version") == "1.1" and connected.get("server") == "test/1"
+    assert client.session.version == "1.1" and not client.closed
+    old = Client(core, ack_connect=False)
+    old.do("CONNECT")
+    assert old.take()[0].get("version") == "1.0"
+
+
+def test_errors_have_rabbitmq_shape_and_close() -> None:
+    core = BrokerCore()
+    client = Client(core, ack_connect=False)
+    client.do("CONNECT", {"accept-version": "3.0"})
+    err = error_of(client)
+    assert err.headers == (
+        ("message", "Version mismatch"),
+        ("content-type", "text/plain"),
+        ("version", "1.0,1.1,1.2"),
+        ("content-length", "35"),
+    )
+    assert err.body == b"Supported versions are 1.0,1.1,1.2\n"
+    early = Client(core, ack_connect=False)
+    early.do("SEND", {"destination": "/queue/a"}, b"x")
+    assert error_of(early).get("message") == "Illegal command"
+    assert core.stats()["sessions"] == 0
+
+
+@pytest.mark.parametrize(
+    "command, headers, message",
+    [
+        ("SEND", {}, "Missing destination"),
+        ("SEND", {"destination": "/nonsense/foo"}, "Unknown destination"),
+        ("SUBSCRIBE", {"id": "1", "destination": "/exchange/x"}, "Unknown destination"),
+        ("ACK", {"id": "no-such-ack-id"}, "Invalid header"),
+        ("ACK", {}, "Invalid header"),
+        ("FOO", {}, "Bad command"),
+        ("COMMIT", {"transaction": "nope"}, "Bad transaction"),
+        ("SEND", {"destination": "/queue/a", "transaction": "nope"}, "Bad transaction"),
+        ("UNSUBSCRIBE", {"id": "nope"}, "Invalid header"),
+        ("CONNECT", {"accept-version": "1.2"}, "Illegal command"),
+    ],
+)
+def test_mistakes_are_errors(command: str, headers: Any, message: str) -> None:
+    client = Client(BrokerCore())
+    client.do(command, dict(headers, receipt="r-1"))
+    err = error_of(client)
+    assert err.get("message") == message and err.get("receipt-id") is None
+    assert int(err.get("content-length")) == len(err.body)
+
+
+def test_login_checked_when_users_given() -> None:
+    core = BrokerCore(users={"guest": "guest"})
+    bad = Client(core, ack_connect=False)
+    bad.do("CONNECT", {"accept-version": "1.2", "login": "nobody", "passcode": "x"})
+    assert error_of(bad).body == b"Access refused for user 'nobody'\n"
+    good = Client(core, ack_connect=False)
+    good.do("CONNECT", {"accept-version": "1.2", "login": "guest", "passcode": "guest"})
+    assert good.take()[0].command == "CONNECTED"
+
+
+def test_queue_round_robin_and_topic_fanout() -> None:
+    core = BrokerCore()
+    a, b, producer = Client(core), Client(core), Client(core)
+    for c in (a, b):
+        c.do("SUBSCRIBE", {"id": "q", "destination": "/queue/work"})
+        c.do("SUBSCRIBE", {"id": "t", "destination": "/topic/news"})
+    for i in range(4):
+        producer.do("SEND", {"destination": "/queue/work", "x-i": str(i)}, b"job")
+    producer.do("SEND", {"destination": "/topic/news"}, b"all")
+    got_a, got_b = a.messages(), b.messages()
+    assert [m.get("x-i") for m in got_a if m.get("subscription") == "q"] == ["0", "2"]
+    assert [m.get("x-i") for m in got_b if m.get("subscription") == "q"] == ["1", "3"]
+    assert [m.body for m in got_a + got_b if m.get("subscription") == "t"] == [b"all", b"all"]
+    message = got_a[0]
+    assert message.headers[:4] == (
+        ("subscription", "q"),
+        ("destination", "/queue/work"),
+        ("message-id", message.get("message-id")),
+        ("redelivered", "false"),
+    )
+
+
+def test_queue_keeps_messages_until_a_subscriber_comes() -> None:
+    core = BrokerCore()
+    producer = Client(core)
+    producer.do("SEND", {"destination": "/queue/later", "receipt": "r"}, b"kept")
+    producer.do("SEND", {"destination": "/topic/nobody"}, b"dropped")
+    assert [f.get("receipt-id") for f in producer.take()] == ["r"]
+    assert core.stats()["queued"] == 1 and core.stats()["stored_bytes"] == 4
+    consumer = Client(core)
+    consumer.do("SUBSCRIBE", {"id": "1", "destination": "/queue/later"})
+    assert [m.body for m in consumer.messages()] == [b"kept"]
+    assert core.stats()["stored_bytes"] == 0
+
+
+def test_stored_bytes_bounded() -> None:
+    core = BrokerCore(max_stored_bytes=10)
+    producer = Client(core)
+    producer.do("SEND", {"destination": "/queue/q"}, b"123456")
+    producer.do("SEND", {"destination": "/queue/q"}, b"123456")
+    assert error_of(producer).get("message") == "Resource limit"
+    assert core.stats()["stored_bytes"] == 6
+
+
+def test_client_individual_nack_redelivers() -> None:
+    core = BrokerCore()
+    consumer, producer = Client(core), Client(core)
+    consumer.do("SUBSCRIBE", {"id": "s1", "destination": "/queue/q", "ack": "client-individual"})
+    producer.do("SEND", {"destination": "/queue/q"}, b"ack-1")
+    producer.do("SEND", {"destination": "/queue/q"}, b"ack-2")
+    first, second = consumer.messages()
+    assert first.get("ack") == first.get("message-id")
+    consumer.do("ACK", {"id": first.get("ack")})
+    consumer.do("NACK", {"id": second.get("ack"), "receipt": "r-nack"})
+    frames = consumer.take()
+    assert [f.command for f in frames] == ["MESSAGE", "RECEIPT"]
+    again = frames[0]
+    assert again.body == b"ack-2" and again.get("redelivered") == "true"
+    consumer.do("ACK", {"id": again.get("ack")})
+    assert core.stats()["unacked"] == 0 and core.stats()["queued"] == 0
+
+
+def test_client_mode_ack_is_cumulative() -> None:
+    core = BrokerCore()
+    consumer, producer = Client(core), Client(core)
+    consumer.do("SUBSCRIBE", {"id": "s", "destination": "/queue/q", "ack": "client"})
+    for i in range(3):
+        producer.do("SEND", {"destination": "/queue/q"}, str(i).encode())
+    messages = consumer.messages()
+    consumer.do("ACK", {"id": messages[1].get("ack")})
+    assert core.stats()["unacked"] == 1
+    consumer.lost()  # the last one goes back to the queue
+    assert core.stats() == dict(core.stats(), unacked=0, queued=1, subscriptions=0)
+    other = Client(core)
+    other.do("SUBSCRIBE", {"id": "s", "destination": "/queue/q"})
+    (redelivered,) = other.messages()
+    assert redelivered.body == b"2" and redelivered.get("redelivered") == "true"
+
+
+def test_ack_by_message_id_in_1_1_and_1_0() -> None:
+    core = BrokerCore()
+    for version in ("1.0", "1.1"):
+        consumer, producer = Client(core, version), Client(core, version)
+        consumer.do("SUBSCRIBE", {"id": "s", "destination": "/queue/" + version, "ack": "client"})
+        producer.do("SEND", {"destination": "/queue/" + version}, b"x")
+        (message,) = consumer.messages()
+        assert message.get("ack") is None
+        consumer.do("ACK", {"message-id": message.get("message-id"), "subscription": "s"})
+        assert not consumer.closed and core.stats()["unacked"] == 0
+
+
+def test_1_0_subscription_without_id() -> None:
+    core = BrokerCore()
+    consumer, producer = Client(core, "1.0"), Client(core, "1.0")
+    consumer.do("SUBSCRIBE", {"destination": "/queue/old"})
+    producer.do("SEND", {"destination": "/queue/old"}, b"x")
+    (message,) = consumer.messages()
+    assert message.get("subscription") is None
+    consumer.do("UNSUBSCRIBE", {"destination": "/queue/old"})
+    assert core.stats()["subscriptions"] == 0 and not consumer.closed
+    consumer.do("NACK", {"message-id": "1"})  # 1.0 has no NACK
+    assert error_of(consumer).get("message") == "Bad command"
+
+
+def test_transactions_commit_abort_and_loss() -> None:
+    core = BrokerCore()
+    consumer, producer = Client(core), Client(core)
+    consumer.do("SUBSCRIBE", {"id": "s", "destination": "/queue/q", "ack": "client-individual"})
+    producer.do("BEGIN", {"transaction": "t1"})
+    producer.do("SEND", {"destination": "/queue/q", "transaction": "t1", "receipt": "r"}, b"in-tx")
+    assert consumer.messages() == [] and [f.command for f in producer.take()] == ["RECEIPT"]
+    producer.do("COMMIT", {"transaction": "t1"})
+    (message,) = consumer.messages()
+    assert message.body == b"in-tx" and message.get("transaction") is None and message.get("receipt") is None
+    consumer.do("BEGIN", {"transaction": "t2"})
+    consumer.do("ACK", {"id": message.get("ack"), "transaction": "t2"})
+    consumer.do("ABORT", {"transaction": "t2"})
+    assert core.stats()["unacked"] == 1
+    producer.do("BEGIN", {"transaction": "t3"})
+    producer.do("SEND", {"destination": "/queue/q", "transaction": "t3"}, b"never")
+    assert core.stats()["transactions"] == 1
+    producer.lost()
+    consumer.lost()
+    assert core.stats()["transactions"] == 0 and core.stats()["queued"] == 1  # only the unacked one
+    producer.do("BEGIN", {"transaction": "t1"})  # frames after close are ignored
+    assert producer.take() == []
+
+
+def test_topic_nack_redelivers_to_same_subscription() -> None:
+    core = BrokerCore()
+    a, b, producer = Client(core), Client(core), Client(core)
+    a.do("SUBSCRIBE", {"id": "t", "destination": "/topic/x", "ack": "client-individual"})
+    b.do("SUBSCRIBE", {"id": "t", "destination": "/topic/x"})
+    producer.do("SEND", {"destination": "/topic/x"}, b"m")
+    (first,) = a.messages()
+    assert len(b.messages()) == 1
+    a.do("NACK", {"id": first.get("ack")})
+    (again,) = a.messages()
+    assert again.get("redelivered") == "true" and b.messages() == []
+
+
+def test_disconnect_receipt_then_close_and_repeated_headers() -> None:
+    core = BrokerCore()
+    consumer, producer = Client(core), Client(core)
+    consumer.do("SUBSCRIBE", {"id": "s", "destination": "/queue/q"})
+    producer.do("SEND", [("destination", "/queue/q"), ("x", "1"), ("x", "2"), ("destination", "/queue/other")], b"")
+    (message,) = consumer.messages()
+    assert message.get_all("x") == ["1"] and message.get_all("destination") == ["/queue/q"]
+    producer.do("DISCONNECT", {"receipt": "bye"})
+    assert [f.get("receipt-id") for f in producer.take()] == ["bye"] and producer.closed
+    assert core.stats()["sessions"] == 1
