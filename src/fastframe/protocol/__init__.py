@@ -1,0 +1,59 @@
+"""fastframe.protocol: STOMP connections without I/O (sans-I/O, in the manner of h11).
+
+Bytes in, events out; calls in, bytes out. No sockets, clocks or threads: pass ``now`` (seconds
+from any monotonic clock) where time matters. API summary::
+
+    client = ClientConnection(strict=False, escapes=None, heartbeat_grace=2.0, **decoder_limits)
+    wire = client.connect("host", login=..., passcode=..., heartbeat=(cx, cy), versions=(...))
+    events = client.receive_data(data, now)   # [Connected, Message, Receipt, Error, HeartbeatReceived]
+    client.send(destination, body, headers, content_type=, transaction=, receipt=) -> bytes
+    client.subscribe(id, destination, ack="auto"|"client"|"client-individual", receipt=) -> bytes
+    client.unsubscribe(id) / ack(message_or_ack_id) / nack(...) / begin(tx) / commit(tx) / abort(tx)
+    client.disconnect(receipt="r-1") -> bytes; client.receive_eof() -> [ConnectionClosed]
+    server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), **same options)
+    server.receive_data(data, now) -> [ConnectRequest, Send, Subscribe, Unsubscribe, Ack, Nack,
+                                       Begin, Commit, Abort, Disconnect, HeartbeatReceived]
+    server.accept(headers={"server": ...}) -> CONNECTED bytes | server.reject(message) -> ERROR bytes
+    server.message(sub_id, body, headers, message_id=) / receipt(receipt_id) / error(message) -> bytes
+    Both: state (State.IDLE/CONNECTING/CONNECTED/DISCONNECTING/CLOSED), version, heartbeat
+      (send_ms, receive_ms), pending_receipts, subscriptions, transactions, unacked, new_id(prefix),
+      heartbeat_due(now) -> b"\\n" or b"", peer_silent(now), next_deadline(), data_sent(now).
+    Every frame event has .frame (a fastframe.Frame). Our misuse raises LocalProtocolError (nothing
+    changes); a peer's violation raises RemoteProtocolError (fatal; .events holds what came before);
+    both are fastframe.FrameError and carry .frame.
+"""
+
+from __future__ import annotations
+
+from ._client import ClientConnection
+from ._core import State
+from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from ._events import (
+    Abort,
+    Ack,
+    Begin,
+    Commit,
+    Connected,
+    ConnectionClosed,
+    ConnectRequest,
+    Disconnect,
+    Error,
+    Event,
+    FrameEvent,
+    HeartbeatReceived,
+    Message,
+    Nack,
+    Receipt,
+    Send,
+    Subscribe,
+    Unsubscribe,
+)
+from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
+from ._server import ServerConnection
+
+__all__ = [
+    "DEFAULT_GRACE", "Abort", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
+    "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
+    "LocalProtocolError", "Message", "Nack", "ProtocolError", "Receipt", "RemoteProtocolError", "Send",
+    "ServerConnection", "State", "Subscribe", "Unsubscribe",
+]  # fmt: skip

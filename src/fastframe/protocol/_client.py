@@ -1,0 +1,225 @@
+"""The client role: CONNECT out, CONNECTED in; SEND, SUBSCRIBE, ACK ... out, MESSAGE, RECEIPT, ERROR in."""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from .. import spec
+from .._constants import VERSIONS
+from ._core import ConnectionCore, Headers, State, check_versions, header_list
+from ._errors import LocalProtocolError
+from ._events import Connected, Error, Event, Message, Receipt
+
+__all__ = ["ClientConnection"]
+
+
+class ClientConnection(ConnectionCore):
+    """A STOMP client connection without I/O: every method returns the bytes to write.
+
+    Start with :meth:`connect`, feed what the server sends to :meth:`receive_data` until a
+    :class:`Connected` event arrives, then :meth:`send`, :meth:`subscribe`, :meth:`ack` ...
+    Constructor options are those of the shared core (``strict``, ``escapes``, ``validate``,
+    ``heartbeat_grace``, decoder limits and tolerances).
+    """
+
+    our_side = "client"
+    peer_side = "server"
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.offered_heartbeat: Tuple[int, int] = (0, 0)
+
+    # ------------------------------------------------------------------ handshake
+
+    def connect(
+        self,
+        host: str,
+        *,
+        login: Optional[str] = None,
+        passcode: Optional[str] = None,
+        heartbeat: Tuple[int, int] = (0, 0),
+        versions: Sequence[str] = VERSIONS,
+        headers: Headers = None,
+        command: str = "CONNECT",
+    ) -> bytes:
+        """The CONNECT (or ``command="STOMP"``) frame offering ``versions`` and ``heartbeat=(cx, cy)`` ms."""
+        if command not in ("CONNECT", "STOMP"):
+            raise ValueError(f"command must be CONNECT or STOMP, not {command!r}")
+        offered = check_versions(versions)
+        cx, cy = heartbeat
+        pairs = [("accept-version", ",".join(offered)), ("host", host), ("heart-beat", f"{cx},{cy}")]
+        if login is not None:
+            pairs.append(("login", login))
+        if passcode is not None:
+            pairs.append(("passcode", passcode))
+        pairs += header_list(headers)
+        newest = max(offered, key=VERSIONS.index)
+        _, data = self._build(command, pairs, state=State.IDLE, version="1.2" if command == "STOMP" else newest)
+        self.offered_heartbeat = (cx, cy)
+        self.offered_versions = offered
+        self.state = State.CONNECTING
+        return data
+
+    def _after_handshake(self, frame: Any) -> None:
+        if frame.command != "CONNECTED":  # (CONNECTED switched the codec when it was dispatched)
+            self.state = State.CLOSED  # ERROR: the server refused us
+
+    # ------------------------------------------------------------------ receiving
+
+    def _on_frame(self, frame: Any, events: List[Event]) -> Event:
+        command = frame.command
+        if command == "ERROR":
+            receipt_id = frame.get("receipt-id")
+            if receipt_id is not None:
+                self.pending_receipts.pop(receipt_id, None)
+            return Error(frame, frame.get("message"), receipt_id)
+        if self.state is State.IDLE:
+            self._fail(f"{command} arrived before CONNECT was sent", frame, events)
+        if self.state is State.CONNECTING:
+            if command != "CONNECTED":
+                self._fail(f"expected CONNECTED or ERROR, got {command}", frame, events)
+            return self._on_connected(frame, events)
+        if command == "MESSAGE":
+            return self._on_message(frame, events)
+        if command == "RECEIPT":
+            (receipt_id,) = self._require(frame, events, "receipt-id")
+            if receipt_id not in self.pending_receipts:
+                self._fail(f"RECEIPT for unknown receipt id {receipt_id!r}", frame, events)
+            for_command = self.pending_receipts.pop(receipt_id)
+            if for_command == "DISCONNECT":
+                self.state = State.CLOSED
+            return Receipt(frame, receipt_id, for_command)
+        self._fail(f"a server must not send {command} (state {self.state.value})", frame, events)
+
+    def _on_connected(self, frame: Any, events: List[Event]) -> Event:
+        version = frame.get("version") or "1.0"
+        if version not in self.offered_versions:
+            self._fail(f"the server chose version {version!r}, not one of those offered", frame, events)
+        try:
+            server_beat = spec.parse_heartbeat(frame.get("heart-beat"))
+        except ValueError as exc:
+            self._fail(f"bad heart-beat header in CONNECTED: {exc}", frame, events, exc)
+        send_ms, receive_ms = spec.negotiate_heartbeat(self.offered_heartbeat, server_beat)
+        self.heartbeat = (send_ms, receive_ms)
+        self._switch_codec(version)
+        self.state = State.CONNECTED
+        return Connected(frame, version, self.heartbeat)
+
+    def _on_message(self, frame: Any, events: List[Event]) -> Event:
+        (message_id,) = self._require(frame, events, "message-id")
+        sub_id = frame.get("subscription")
+        if sub_id is None and self.version != "1.0":
+            self._fail("MESSAGE frame without a 'subscription' header", frame, events)
+        if sub_id is not None and sub_id not in self.subscriptions and sub_id not in self._closed_subscriptions:
+            self._fail(f"MESSAGE for unknown subscription {sub_id!r}", frame, events)
+        ack_id = frame.get("ack") if self.version == "1.2" else None
+        ack_id = ack_id or message_id
+        if sub_id in self.subscriptions and self.subscriptions[sub_id][1] != "auto":
+            self.unacked[ack_id] = (sub_id, message_id)
+        return Message(frame, sub_id, message_id, ack_id, frame.get("destination"))
+
+    # ------------------------------------------------------------------ sending
+
+    def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+        receipt: Optional[str] = None,
+    ) -> bytes:
+        """SEND ``body`` (bytes, or str sent as UTF-8 ``text/plain`` unless ``content_type`` says)."""
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+            content_type = content_type or "text/plain;charset=utf-8"
+        pairs = [("destination", destination)]
+        if content_type is not None:
+            pairs.append(("content-type", content_type))
+        pairs += self._tx_header(transaction) + header_list(headers)
+        return self._build("SEND", pairs, bytes(body), receipt=receipt)[1]
+
+    def subscribe(
+        self, id: str, destination: str, *, ack: str = "auto", headers: Headers = None, receipt: Optional[str] = None
+    ) -> bytes:
+        """SUBSCRIBE to ``destination`` as subscription ``id`` with ack mode auto, client or client-individual."""
+        if id in self.subscriptions:
+            raise LocalProtocolError(f"subscription id {id!r} is already in use", None)
+        pairs = [("id", id), ("destination", destination), ("ack", ack), *header_list(headers)]
+        data = self._build("SUBSCRIBE", pairs, receipt=receipt)[1]
+        self.subscriptions[id] = (destination, ack)
+        self._closed_subscriptions.pop(id, None)
+        return data
+
+    def unsubscribe(self, id: str, *, headers: Headers = None, receipt: Optional[str] = None) -> bytes:
+        """UNSUBSCRIBE subscription ``id``; its unacknowledged messages are forgotten."""
+        if id not in self.subscriptions:
+            raise LocalProtocolError(f"no subscription with id {id!r}", None)
+        data = self._build("UNSUBSCRIBE", [("id", id), *header_list(headers)], receipt=receipt)[1]
+        self._forget_subscription(id)
+        return data
+
+    def ack(
+        self, message: Union[Message, str], *, transaction: Optional[str] = None, receipt: Optional[str] = None
+    ) -> bytes:
+        """ACK a message (a :class:`Message` or its ``ack_id``); in ``client`` mode, the older ones too."""
+        return self._ack("ACK", message, transaction, receipt)
+
+    def nack(
+        self, message: Union[Message, str], *, transaction: Optional[str] = None, receipt: Optional[str] = None
+    ) -> bytes:
+        """NACK a message (1.1 and later)."""
+        return self._ack("NACK", message, transaction, receipt)
+
+    def _ack(
+        self, command: str, message: Union[Message, str], transaction: Optional[str], receipt: Optional[str]
+    ) -> bytes:
+        ack_id = message.ack_id if isinstance(message, Message) else message
+        if ack_id is None or ack_id not in self.unacked:
+            raise LocalProtocolError(f"cannot {command} {ack_id!r}: not an unacknowledged message", None)
+        sub_id, message_id = self.unacked[ack_id]
+        if self.version == "1.2":
+            pairs = [("id", ack_id)]
+        elif self.version == "1.1":
+            pairs = [("message-id", message_id), ("subscription", sub_id)]
+        else:
+            pairs = [("message-id", message_id)]
+        data = self._build(command, pairs + self._tx_header(transaction), receipt=receipt)[1]
+        self._settle(ack_id)
+        return data
+
+    def begin(self, transaction: str, *, receipt: Optional[str] = None) -> bytes:
+        """BEGIN ``transaction``."""
+        if transaction in self.transactions:
+            raise LocalProtocolError(f"transaction {transaction!r} is already open", None)
+        data = self._build("BEGIN", [("transaction", transaction)], receipt=receipt)[1]
+        self.transactions[transaction] = None
+        return data
+
+    def commit(self, transaction: str, *, receipt: Optional[str] = None) -> bytes:
+        """COMMIT ``transaction``."""
+        return self._end("COMMIT", transaction, receipt)
+
+    def abort(self, transaction: str, *, receipt: Optional[str] = None) -> bytes:
+        """ABORT ``transaction``."""
+        return self._end("ABORT", transaction, receipt)
+
+    def _end(self, command: str, transaction: str, receipt: Optional[str]) -> bytes:
+        self._tx_header(transaction)
+        data = self._build(command, [("transaction", transaction)], receipt=receipt)[1]
+        del self.transactions[transaction]
+        return data
+
+    def _tx_header(self, transaction: Optional[str]) -> List[Tuple[str, str]]:
+        if transaction is None:
+            return []
+        if transaction not in self.transactions:
+            raise LocalProtocolError(f"no open transaction {transaction!r}", None)
+        return [("transaction", transaction)]
+
+    def disconnect(self, *, receipt: Optional[str] = None) -> bytes:
+        """DISCONNECT; with a ``receipt`` the state stays DISCONNECTING until the RECEIPT arrives."""
+        data = self._build("DISCONNECT", [], receipt=receipt)[1]
+        self.state = State.DISCONNECTING if receipt is not None else State.CLOSED
+        return data

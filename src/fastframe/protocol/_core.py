@@ -1,0 +1,327 @@
+"""The core both roles share: state, the codec per negotiated version, receipts, liveness.
+
+Bytes in, events out; calls in, bytes out. No sockets, no clocks, no threads: time enters as the
+``now`` argument (seconds from any monotonic clock).
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+
+from .. import DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, spec
+from .._constants import VERSIONS
+from ._errors import LocalProtocolError, RemoteProtocolError
+from ._events import ConnectionClosed, Event, HeartbeatReceived
+from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
+
+__all__ = ["State", "Headers", "ConnectionCore"]
+
+Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
+
+#: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
+_CLOSED_SUBSCRIPTIONS_KEPT = 1024
+
+
+class State(enum.Enum):
+    """Where a connection is. Both roles share the states."""
+
+    IDLE = "idle"  # nothing exchanged yet
+    CONNECTING = "connecting"  # CONNECT sent (client) or received (server), no answer yet
+    CONNECTED = "connected"  # the session is open
+    DISCONNECTING = "disconnecting"  # DISCONNECT sent or received, its receipt pending
+    CLOSED = "closed"  # over: disconnected, rejected, the stream ended, or the peer broke the protocol
+
+
+def header_list(headers: Headers) -> List[Tuple[str, str]]:
+    """Headers given as a mapping or pairs, as a list of pairs."""
+    if headers is None:
+        return []
+    items = headers.items() if isinstance(headers, Mapping) else headers
+    return [(str(name), str(value)) for name, value in items]
+
+
+class ConnectionCore:
+    """What :class:`ClientConnection` and :class:`ServerConnection` share (not used directly).
+
+    Options: ``strict`` makes the decoder strict and checks every incoming frame against the
+    specification (:func:`fastframe.spec.frame_problems`); ``escapes`` is the escape set in both
+    directions (``"1.2"`` for RabbitMQ on any version); ``validate`` checks every outgoing frame;
+    ``heartbeat_grace`` is how many receive intervals of silence make the peer silent; the other
+    keyword arguments are :class:`fastframe.Decoder` options (limits and tolerances).
+    """
+
+    our_side = "client"  # overridden: "client" or "server"
+    peer_side = "server"
+
+    def __init__(
+        self,
+        *,
+        strict: bool = False,
+        escapes: Optional[str] = None,
+        validate: bool = True,
+        heartbeat_grace: float = DEFAULT_GRACE,
+        **decoder_options: Any,
+    ) -> None:
+        if "heartbeat_events" in decoder_options or "version" in decoder_options:
+            raise TypeError("the connection chooses the decoder's version and heart-beat events")
+        if heartbeat_grace < 1.0:
+            raise ValueError(f"heartbeat_grace must be at least 1.0, not {heartbeat_grace!r}")
+        self.strict = strict
+        self.escapes = escapes
+        self.validate = validate
+        self.heartbeat_grace = heartbeat_grace
+        self._decoder_options = dict(decoder_options, strict=strict)
+        # Handshake frames are never escaped; an ERROR before CONNECTED is read raw (as ActiveMQ sends it).
+        self._decoder = Decoder("1.2", heartbeat_events=True, **dict(self._decoder_options, escapes=escapes or "1.0"))
+        self._encoder: Optional[Encoder] = None
+        self.state = State.IDLE
+        #: The negotiated version, once CONNECTED is sent or received.
+        self.version: Optional[str] = None
+        #: The negotiated heart-beat intervals of our side, ``(send_ms, receive_ms)``.
+        self.heartbeat: Tuple[int, int] = (0, 0)
+        #: Pending receipts: receipt id -> the command that asked for it.
+        self.pending_receipts: Dict[str, str] = {}
+        #: Open subscriptions: id -> (destination, ack mode).
+        self.subscriptions: Dict[str, Tuple[str, str]] = {}
+        #: Open transactions.
+        self.transactions: Dict[str, None] = {}
+        #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
+        self.unacked: Dict[str, Tuple[str, str]] = {}
+        self._closed_subscriptions: Dict[str, None] = {}
+        self._timer: Optional[HeartbeatTimer] = None
+        self._now: Optional[float] = None
+        self._ready: List[Event] = []
+        self._error: Optional[RemoteProtocolError] = None
+        self._handshaken = False  # the first frame was seen
+        self._held: Optional[bytearray] = None  # (server) bytes after CONNECT, until accept()
+        self._backlog = b""  # (server) those bytes, to decode at the next receive_data()
+        self._ids = itertools.count(1)
+
+    # ------------------------------------------------------------------ public helpers
+
+    def new_id(self, prefix: str = "") -> str:
+        """A fresh id for receipts, subscriptions, transactions or messages (unique per connection)."""
+        return f"{prefix}{next(self._ids)}"
+
+    @property
+    def connected(self) -> bool:
+        """Whether frames may be sent now."""
+        return self.state is State.CONNECTED
+
+    # ------------------------------------------------------------------ liveness
+
+    def _note_now(self, now: Optional[float]) -> Optional[HeartbeatTimer]:
+        if now is not None:
+            self._now = now if self._now is None else max(self._now, now)
+        if self._timer is None and self.version is not None and self._now is not None:
+            self._timer = HeartbeatTimer(*self.heartbeat, grace=self.heartbeat_grace, now=self._now)
+        return self._timer
+
+    def data_sent(self, now: float) -> None:
+        """Tell the connection that bytes went out at ``now`` (any byte postpones our next heart-beat)."""
+        timer = self._note_now(now)
+        if timer is not None:
+            timer.sent(now)
+
+    def heartbeat_due(self, now: float) -> bytes:
+        """The bytes of a heart-beat (``b"\\n"``) when one is due at ``now``, else ``b""``."""
+        timer = self._note_now(now)
+        if timer is None or self.state not in (State.CONNECTED, State.DISCONNECTING) or not timer.send_due(now):
+            return b""
+        timer.sent(now)
+        return b"\n"
+
+    def peer_silent(self, now: float) -> bool:
+        """Whether the peer sent nothing for longer than its heart-beat interval times the grace."""
+        timer = self._note_now(now)
+        return timer is not None and self.state in (State.CONNECTED, State.DISCONNECTING) and timer.peer_silent(now)
+
+    def next_deadline(self) -> Optional[float]:
+        """When to call :meth:`heartbeat_due` / :meth:`peer_silent` again (``None``: no heart-beats)."""
+        timer = self._note_now(None)
+        return None if timer is None else timer.next_deadline()
+
+    # ------------------------------------------------------------------ receiving
+
+    def receive_data(self, data: bytes, now: Optional[float] = None) -> List[Event]:
+        """Feed bytes from the peer; return the events they complete, in order.
+
+        ``now``, when given, records that the peer is alive. ``data`` may be split anywhere
+        (``b""`` is no end of stream: call :meth:`receive_eof` for that). A violation by the peer
+        raises :class:`RemoteProtocolError` whose ``events`` holds what came before it.
+        """
+        self._raise_if_broken()
+        timer = self._note_now(now)
+        if timer is not None and now is not None and data:
+            timer.received(now)
+        events, self._ready = self._ready, []
+        if self._backlog:
+            data, self._backlog = self._backlog + bytes(data), b""
+        if not data:
+            return events
+        if self._held is not None:
+            self._hold(bytes(data), events)
+        else:
+            self._feed(bytes(data), events)
+        return events
+
+    def _hold(self, data: bytes, events: List[Event]) -> None:
+        assert self._held is not None
+        limit = self._decoder.options.max_frame_size
+        if len(self._held) + len(data) > limit:
+            self._fail(
+                f"more than {limit} bytes (max_frame_size) arrived before the CONNECT was answered", None, events
+            )
+        self._held += data
+
+    def receive_eof(self) -> List[Event]:
+        """The peer closed the stream. Raises :class:`RemoteProtocolError` when it stopped mid-frame."""
+        self._raise_if_broken()
+        events, self._ready = self._ready, []
+        try:
+            self._decoder.close()
+        except DecodeError as exc:
+            self._fail(f"the peer closed the connection inside a frame: {exc}", None, events, exc)
+        self.state = State.CLOSED
+        events.append(ConnectionClosed())
+        return events
+
+    def _feed(self, data: bytes, events: List[Event]) -> None:
+        # Until the first frame, feed up to each NUL: a frame ends at a NUL, so the bytes after the
+        # handshake frame are known exactly and go to the codec of the negotiated version.
+        while not self._handshaken and data:
+            nul = data.find(b"\0")
+            piece, data = (data, b"") if nul < 0 else (data[: nul + 1], data[nul + 1 :])
+            self._feed_piece(piece, events)
+        if not data:
+            return
+        if self._held is not None:
+            self._hold(data, events)
+        else:
+            self._feed_piece(data, events)
+
+    def _feed_piece(self, data: bytes, events: List[Event]) -> None:
+        try:
+            items = self._decoder.feed(data)
+        except DecodeError as exc:
+            self._dispatch_all(exc.frames, events)
+            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+        self._dispatch_all(items, events)
+
+    def _dispatch_all(self, items: Sequence[Any], events: List[Event]) -> None:
+        for item in items:
+            if isinstance(item, Heartbeat):
+                events.append(HeartbeatReceived())
+            elif self._handshaken:
+                self._dispatch(item, events)
+            else:
+                self._handshaken = True
+                self._dispatch(item, events)
+                self._after_handshake(item)
+
+    def _after_handshake(self, frame: Any) -> None:
+        """Called after the first frame: switch codecs, or hold what follows until the server accepts."""
+        raise NotImplementedError
+
+    def _switch_codec(self, version: str) -> None:
+        self.version = version
+        self._decoder = Decoder(version, heartbeat_events=True, **dict(self._decoder_options, escapes=self.escapes))
+        self._encoder = Encoder(version, escapes=self.escapes)
+        self._note_now(None)
+
+    def _dispatch(self, frame: Any, events: List[Event]) -> None:
+        if self.strict and self.version is not None:
+            problems = spec.frame_problems(frame, self.version, sender=self.peer_side)
+            if problems:
+                self._fail(f"invalid {frame.command} frame: {'; '.join(problems)}", frame, events)
+        events.append(self._on_frame(frame, events))
+
+    def _on_frame(self, frame: Any, events: List[Event]) -> Event:
+        raise NotImplementedError
+
+    def _fail(self, message: str, frame: Any, events: List[Event], cause: Optional[BaseException] = None) -> NoReturn:
+        error = RemoteProtocolError(message, frame)
+        error.events = list(events)
+        self._error = error
+        self.state = State.CLOSED
+        raise error from cause
+
+    def _raise_if_broken(self) -> None:
+        if self._error is not None:
+            error = RemoteProtocolError(self._error.message, self._error.frame)
+            raise error from self._error
+
+    def _require(self, frame: Any, events: List[Event], *names: str) -> List[str]:
+        values = []
+        for name in names:
+            value = frame.get(name)
+            if value is None:
+                self._fail(f"{frame.command} frame without a {name!r} header", frame, events)
+            values.append(str(value))
+        return values
+
+    # ------------------------------------------------------------------ sending
+
+    def _build(
+        self,
+        command: str,
+        headers: List[Tuple[str, str]],
+        body: bytes = b"",
+        *,
+        receipt: Optional[str] = None,
+        state: Optional[State] = State.CONNECTED,
+        version: Optional[str] = None,
+    ) -> Tuple[Any, bytes]:
+        """Validate and encode one outgoing frame; nothing changes when this raises."""
+        self._raise_if_broken()
+        if state is not None and self.state is not state:
+            raise LocalProtocolError(f"cannot send {command} in state {self.state.value}", None)
+        if receipt is not None:
+            if receipt in self.pending_receipts:
+                raise LocalProtocolError(f"receipt id {receipt!r} is already pending", None)
+            headers = [*headers, ("receipt", receipt)]
+        frame = Frame(command, headers, body)
+        version = version or self.version or "1.2"
+        if self.validate:
+            problems = spec.frame_problems(frame, version, sender=self.our_side)
+            if problems:
+                raise LocalProtocolError(f"invalid {command} frame: {'; '.join(problems)}", frame)
+        encoder = self._encoder or Encoder(version, escapes=self.escapes)
+        try:
+            data = encoder.encode(frame)
+        except EncodeError as exc:
+            raise LocalProtocolError(f"cannot encode {command}: {exc}", frame) from exc
+        if receipt is not None:
+            self.pending_receipts[receipt] = command
+        return frame, data
+
+    def _forget_subscription(self, sub_id: str) -> None:
+        self.subscriptions.pop(sub_id, None)
+        self._closed_subscriptions[sub_id] = None
+        if len(self._closed_subscriptions) > _CLOSED_SUBSCRIPTIONS_KEPT:
+            del self._closed_subscriptions[next(iter(self._closed_subscriptions))]
+        for ack_id in [a for a, (s, _) in self.unacked.items() if s == sub_id]:
+            del self.unacked[ack_id]
+
+    def _settle(self, ack_id: str) -> List[str]:
+        """Remove ``ack_id`` (and, in ``client`` mode, the older ones of its subscription); return them."""
+        sub_id, _ = self.unacked[ack_id]
+        mode = self.subscriptions.get(sub_id, ("", "auto"))[1]
+        settled = []
+        for key, (sub, _) in list(self.unacked.items()):
+            if key == ack_id or (mode == "client" and sub == sub_id):
+                settled.append(key)
+                del self.unacked[key]
+            if key == ack_id:
+                break
+        return settled
+
+
+def check_versions(versions: Sequence[str]) -> Tuple[str, ...]:
+    """``versions`` as a tuple, each one known."""
+    result = tuple(versions)
+    if not result or any(v not in VERSIONS for v in result):
+        raise ValueError(f"versions must be among {', '.join(VERSIONS)}, not {versions!r}")
+    return result

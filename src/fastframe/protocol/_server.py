@@ -1,0 +1,247 @@
+"""The server role: CONNECT in, CONNECTED (or ERROR) out; client frames in, MESSAGE/RECEIPT/ERROR out.
+
+A broker is built on it: every event carries the client's frame, and the connection tracks the
+client's subscriptions, transactions, pending receipts and the messages it has not acknowledged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from .. import spec
+from .._constants import VERSIONS
+from ._core import ConnectionCore, Headers, State, check_versions, header_list
+from ._errors import LocalProtocolError
+from ._events import (
+    Abort,
+    Ack,
+    Begin,
+    Commit,
+    ConnectRequest,
+    Disconnect,
+    Event,
+    Nack,
+    Send,
+    Subscribe,
+    Unsubscribe,
+)
+
+__all__ = ["ServerConnection"]
+
+
+class ServerConnection(ConnectionCore):
+    """A STOMP server connection without I/O: every method returns the bytes to write.
+
+    Feed the client's bytes to :meth:`receive_data`; the first event is a :class:`ConnectRequest`:
+    answer it with :meth:`accept` (CONNECTED) or :meth:`reject` (ERROR). Frames the client sent
+    before the answer are held and come out of the next :meth:`receive_data` call (``b""`` will do).
+    ``versions`` are those we support; ``heartbeat=(sx, sy)`` our heart-beat offer in ms.
+    """
+
+    our_side = "server"
+    peer_side = "client"
+
+    def __init__(
+        self, *, versions: Sequence[str] = VERSIONS, heartbeat: Tuple[int, int] = (0, 0), **options: Any
+    ) -> None:
+        super().__init__(**options)
+        self.versions = check_versions(versions)
+        self.offered_heartbeat = heartbeat
+        #: The client's CONNECT (or STOMP) event, once it arrived.
+        self.request: Optional[ConnectRequest] = None
+
+    def _after_handshake(self, frame: Any) -> None:
+        self._held = bytearray()  # the version is unknown until accept(): keep what follows
+
+    # ------------------------------------------------------------------ handshake
+
+    def accept(self, *, version: Optional[str] = None, headers: Headers = None, now: Optional[float] = None) -> bytes:
+        """CONNECTED with the negotiated (or given) ``version`` and heart-beat; extra ``headers`` (server, session)."""
+        request = self._pending_request()
+        if version is None:
+            version = spec.negotiate_version(request.accept_version, self.versions)
+            if version is None:
+                raise LocalProtocolError(
+                    f"no common version with accept-version {request.accept_version!r}: reject() instead", request.frame
+                )
+        elif version not in self.versions:
+            raise LocalProtocolError(f"version {version!r} is not one we support", request.frame)
+        sx, sy = self.offered_heartbeat
+        pairs = [("version", version), ("heart-beat", f"{sx},{sy}"), *header_list(headers)]
+        _, data = self._build("CONNECTED", pairs, state=State.CONNECTING, version=version)
+        to_server, to_client = spec.negotiate_heartbeat(request.heartbeat, (sx, sy))
+        self.heartbeat = (to_client, to_server)
+        self._switch_codec(version)
+        self.state = State.CONNECTED
+        self._backlog, self._held = bytes(self._held or b""), None
+        self._note_now(now)
+        return data
+
+    def reject(self, message: str, *, body: Union[bytes, str] = b"", headers: Headers = None) -> bytes:
+        """ERROR refusing the connection (bad login, no common version); the state becomes CLOSED."""
+        request = self._pending_request()
+        data = self._error_frame(message, body, headers, None, version="1.0", state=State.CONNECTING)
+        self.request = request
+        self.state = State.CLOSED
+        return data
+
+    def _pending_request(self) -> ConnectRequest:
+        if self.state is not State.CONNECTING or self.request is None:
+            raise LocalProtocolError(f"no CONNECT to answer (state {self.state.value})", None)
+        return self.request
+
+    # ------------------------------------------------------------------ receiving
+
+    def _on_frame(self, frame: Any, events: List[Event]) -> Event:
+        command = frame.command
+        if self.state is State.IDLE:
+            if command not in ("CONNECT", "STOMP"):
+                self._fail(f"{command} before CONNECT", frame, events)
+            try:
+                beat = spec.parse_heartbeat(frame.get("heart-beat"))
+            except ValueError as exc:
+                self._fail(f"bad heart-beat header in {command}: {exc}", frame, events, exc)
+            get = frame.get
+            self.request = ConnectRequest(
+                frame, get("accept-version"), get("host"), get("login"), get("passcode"), beat
+            )
+            self.state = State.CONNECTING
+            return self.request
+        if self.state is not State.CONNECTED:
+            self._fail(f"{command} in state {self.state.value}", frame, events)
+        receipt = frame.get("receipt")
+        if receipt is not None:
+            if receipt in self.pending_receipts:
+                self._fail(f"receipt id {receipt!r} is already pending", frame, events)
+        event = self._client_frame(frame, events)
+        if receipt is not None:
+            self.pending_receipts[receipt] = command
+        return event
+
+    def _client_frame(self, frame: Any, events: List[Event]) -> Event:
+        command = frame.command
+        get = frame.get
+        if command == "SEND":
+            (destination,) = self._require(frame, events, "destination")
+            return Send(frame, destination, self._known_tx(frame, events))
+        if command == "SUBSCRIBE":
+            (destination,) = self._require(frame, events, "destination")
+            sub_id = get("id") if self.version != "1.0" or get("id") is not None else destination
+            if sub_id is None:
+                self._fail("SUBSCRIBE frame without an 'id' header", frame, events)
+            ack = get("ack", "auto")
+            if ack not in spec.ACK_MODES[self.version or "1.2"]:
+                self._fail(f"SUBSCRIBE with unknown ack mode {ack!r}", frame, events)
+            if sub_id in self.subscriptions:
+                self._fail(f"subscription id {sub_id!r} is already in use", frame, events)
+            self.subscriptions[sub_id] = (destination, ack)
+            return Subscribe(frame, sub_id, destination, ack)
+        if command == "UNSUBSCRIBE":
+            sub_id = get("id") if self.version != "1.0" or get("id") is not None else get("destination")
+            if sub_id is None or sub_id not in self.subscriptions:
+                self._fail(f"UNSUBSCRIBE of unknown subscription {sub_id!r}", frame, events)
+            self._forget_subscription(sub_id)
+            return Unsubscribe(frame, sub_id)
+        if command in ("ACK", "NACK"):
+            if command == "NACK" and self.version == "1.0":
+                self._fail("NACK does not exist in STOMP 1.0", frame, events)
+            (ack_id,) = self._require(frame, events, "id" if self.version == "1.2" else "message-id")
+            if ack_id not in self.unacked:
+                self._fail(f"{command} of unknown message {ack_id!r}", frame, events)
+            tx = self._known_tx(frame, events)
+            sub_id = self.unacked[ack_id][0]
+            self._settle(ack_id)
+            return (Ack if command == "ACK" else Nack)(frame, ack_id, sub_id, tx)
+        if command == "BEGIN":
+            (tx,) = self._require(frame, events, "transaction")
+            if tx in self.transactions:
+                self._fail(f"transaction {tx!r} is already open", frame, events)
+            self.transactions[tx] = None
+            return Begin(frame, tx)
+        if command in ("COMMIT", "ABORT"):
+            tx = self._known_tx(frame, events, required=True) or ""
+            del self.transactions[tx]
+            return (Commit if command == "COMMIT" else Abort)(frame, tx)
+        if command == "DISCONNECT":
+            self.state = State.DISCONNECTING if get("receipt") is not None else State.CLOSED
+            return Disconnect(frame)
+        self._fail(f"a client must not send {command} (state {self.state.value})", frame, events)
+
+    def _known_tx(self, frame: Any, events: List[Event], required: bool = False) -> Optional[str]:
+        tx = frame.get("transaction")
+        if tx is None and required:
+            self._fail(f"{frame.command} frame without a 'transaction' header", frame, events)
+        if tx is not None and tx not in self.transactions:
+            self._fail(f"unknown transaction {tx!r}", frame, events)
+        return None if tx is None else str(tx)
+
+    # ------------------------------------------------------------------ sending
+
+    def message(
+        self,
+        subscription: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        destination: Optional[str] = None,
+        message_id: Optional[str] = None,
+        content_type: Optional[str] = None,
+    ) -> bytes:
+        """MESSAGE for ``subscription`` (its destination unless given; a fresh message-id unless given).
+
+        Messages of ``client`` and ``client-individual`` subscriptions wait in :attr:`unacked`
+        for the client's ACK or NACK.
+        """
+        if self.state not in (State.CONNECTED, State.DISCONNECTING) or subscription not in self.subscriptions:
+            raise LocalProtocolError(f"no subscription {subscription!r} to deliver to", None)
+        sub_destination, mode = self.subscriptions[subscription]
+        message_id = message_id or self.new_id("m-")
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+            content_type = content_type or "text/plain;charset=utf-8"
+        pairs = [
+            ("destination", destination or sub_destination), ("message-id", message_id), ("subscription", subscription),
+        ]  # fmt: skip
+        if mode != "auto" and self.version == "1.2":
+            pairs.append(("ack", message_id))
+        if content_type is not None:
+            pairs.append(("content-type", content_type))
+        pairs += header_list(headers)
+        data = self._build("MESSAGE", pairs, bytes(body), state=None)[1]
+        if mode != "auto":
+            self.unacked[message_id] = (subscription, message_id)
+        return data
+
+    def receipt(self, receipt_id: str) -> bytes:
+        """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
+        if receipt_id not in self.pending_receipts:
+            raise LocalProtocolError(f"no pending receipt {receipt_id!r}", None)
+        data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None)[1]
+        if self.pending_receipts.pop(receipt_id) == "DISCONNECT":
+            self.state = State.CLOSED
+        return data
+
+    def error(
+        self, message: str, *, body: Union[bytes, str] = b"", headers: Headers = None, receipt_id: Optional[str] = None
+    ) -> bytes:
+        """ERROR with a short ``message`` header (the spec says close the connection after it)."""
+        if self.state is State.CONNECTING:
+            return self.reject(message, body=body, headers=headers)
+        data = self._error_frame(message, body, headers, receipt_id, version=None, state=None)
+        if receipt_id is not None:
+            self.pending_receipts.pop(receipt_id, None)
+        self.state = State.CLOSED
+        return data
+
+    def _error_frame(
+        self, message: str, body: Union[bytes, str], headers: Headers, receipt_id: Optional[str], *,
+        version: Optional[str], state: Optional[State],
+    ) -> bytes:  # fmt: skip
+        pairs = [("message", message)]
+        if receipt_id is not None:
+            pairs.append(("receipt-id", receipt_id))
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+            pairs.append(("content-type", "text/plain;charset=utf-8"))
+        pairs += header_list(headers)
+        return self._build("ERROR", pairs, bytes(body), state=state, version=version)[1]
