@@ -3,6 +3,7 @@
 ``FASTFRAME_NO_EXTENSIONS=1`` at build time gives a pure-Python install;
 otherwise a failed compile fails the build (no silent slow installs).
 ``FASTFRAME_CYTHON_TRACE=1`` builds with line tracing for coverage/profiling.
+Release builds carry no debug symbols (``-g0``); ``FASTFRAME_DEBUG=1`` keeps them.
 """
 
 import os
@@ -29,6 +30,8 @@ if not _flag("FASTFRAME_NO_EXTENSIONS") and platform.python_implementation() == 
     }
     macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
     extra = [] if os.name == "nt" else ["-O3", "-Wall", "-Wno-unused-function"]
+    if os.name != "nt" and not (trace or _flag("FASTFRAME_DEBUG")):
+        extra.append("-g0")  # after the interpreter's own -g: the wheel ships no debug info
     ext_modules = cythonize(
         [
             Extension(
