@@ -98,6 +98,10 @@ def _build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--crlf", action="store_true", help="end lines with CRLF instead of LF")
 
     commands.add_parser("info", help="print the version and the active implementation")
+    brk = commands.add_parser("broker", help="run the in-memory broker (tests, development, demos; no persistence)")
+    brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    brk.add_argument("--port", type=_count, default=61613, help="port to listen on (default 61613; 0: a free one)")
+    brk.add_argument("--user", action="append", metavar="LOGIN:PASSCODE", help="accept only these logins (repeat)")
     # convert, sample-archive, index: the Spark layer's commands (PySpark is imported only when they run)
     from .spark.cli import add_commands
 
@@ -243,7 +247,20 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS = {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info}
+def _cmd_broker(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from .aio._broker import run_broker  # asyncio and the broker load only for this command
+
+    users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
+    try:
+        asyncio.run(run_broker(args.host, args.port, users=users))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+_COMMANDS = {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

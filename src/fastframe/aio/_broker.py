@@ -1,0 +1,101 @@
+"""``Broker``: the in-memory broker (:mod:`fastframe.broker`) served over TCP by :func:`serve`.
+
+Memory only, one process, no persistence, no clustering: meant for tests, development and demos.
+
+    async with Broker(port=0) as broker:      # a free port on 127.0.0.1
+        ...connect to ("127.0.0.1", broker.port)...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as _ssl
+from typing import Any, Dict, Mapping, Optional
+
+from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
+from ._server import Server, ServerConnection, serve
+
+__all__ = ["Broker", "run_broker"]
+
+
+class _Handler:
+    """Connects the server's callbacks to the routing core: a session per connection."""
+
+    def __init__(self, core: BrokerCore) -> None:
+        self.core = core
+
+    def connection_made(self, conn: ServerConnection) -> None:
+        conn.context = self.core.open(conn)
+
+    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+        self.core.receive(conn.context, frame)
+
+    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+        self.core.close(conn.context)
+
+
+class Broker:
+    """An in-memory STOMP 1.0/1.1/1.2 broker that tests start and stop in-process.
+
+    Args:
+        host, port: where to listen (``port=0``: a free port, read it from :attr:`port`).
+        users: login -> passcode; ``None`` (the default) accepts any login.
+        max_stored_bytes: bound on bodies held for queues without consumers.
+        ssl: an ``ssl.SSLContext`` to serve TLS.
+        decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
+        **server_options: the options of :func:`fastframe.aio.serve` (timeouts, heart-beats, bounds).
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        users: Optional[Mapping[str, str]] = None,
+        max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+        ssl: Optional[_ssl.SSLContext] = None,
+        decoder_options: Optional[Mapping[str, Any]] = None,
+        **server_options: Any,
+    ) -> None:
+        self.host = host
+        self._port = port
+        self.core = BrokerCore(users=users, max_stored_bytes=max_stored_bytes)
+        self._ssl = ssl
+        self._decoder_options = decoder_options
+        self._server_options: Dict[str, Any] = server_options
+        self.server: Optional[Server] = None
+
+    @property
+    def port(self) -> int:
+        """The port listened on."""
+        return self.server.port if self.server is not None else self._port
+
+    async def start(self) -> None:
+        """Start listening."""
+        self.server = await serve(
+            _Handler(self.core),
+            self.host,
+            self._port,
+            ssl=self._ssl,
+            decoder_options=self._decoder_options,
+            **self._server_options,
+        )
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop listening, tell the clients, and wait up to ``timeout`` s for them to go."""
+        if self.server is not None:
+            await self.server.close(timeout)
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+async def run_broker(host: str, port: int, stop: Optional[asyncio.Event] = None, **options: Any) -> None:
+    """Serve until ``stop`` is set (or forever); the command line's ``fastframe broker``."""
+    async with Broker(host, port, **options) as broker:
+        print(f"fastframe broker listening on {broker.host}:{broker.port}", flush=True)
+        await (stop or asyncio.Event()).wait()

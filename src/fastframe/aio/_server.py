@@ -1,0 +1,397 @@
+"""``serve()``: an asyncio STOMP server, one protocol object per connection, callbacks only.
+
+The server owns the bytes and the clock; a *handler* owns the meaning. For every connection the
+handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame)`` for each frame
+the client sends (CONNECT first), then ``connection_lost(conn, cause)`` once. The handler answers
+with ``conn.send(frame)`` and ``conn.close()``; the first CONNECTED it sends fixes the version the
+connection speaks from then on (decoding and escaping) and the heart-beats.
+
+What the server enforces, each bound an option of :func:`serve`:
+
+* the decoder's limits (``decoder_options``); malformed input gets one ERROR frame whose body carries
+  the decoder's reason and stream offset, then a close;
+* ``max_connections``; a connection past it gets an ERROR and a close;
+* ``handshake_timeout``: CONNECT must be complete this long after the TCP accept;
+* ``frame_timeout``: a frame, once its first byte arrived, must be complete this long after (a client
+  trickling a byte a second is cut off; heart-beat EOLs between frames are not a frame);
+* heart-beats at the negotiated intervals: a bare EOL when the server has written nothing for the
+  interval; any byte received is liveness, and silence longer than ``heartbeat_grace`` times the
+  client's interval closes the connection without an ERROR, as RabbitMQ and ActiveMQ do;
+* outbound flow control, the documented policy: bytes waiting for a client are bounded by
+  ``max_outbound_bytes`` (past it the connection is dropped at once). Above ``outbound_high_water``
+  the client is *congested*: while any client is congested the server stops reading from every
+  other client, so producers slow down to the pace of the slowest consumer; a client that stays
+  congested for ``slow_consumer_timeout`` seconds is dropped, and the others resume.
+* ``Server.close(timeout)``: stop listening, send each client an ERROR "Server shutting down", let
+  what was queued drain, and abort what is still open at the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as _ssl
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Set, Tuple
+
+import fastframe
+from fastframe import spec
+
+from ..broker._errors import error_frame
+
+__all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
+
+_HEARTBEAT = b"\n"
+
+
+class SlowConsumerError(ConnectionError):
+    """The client stopped reading: its outbound bytes passed the bound, or it stayed congested too long."""
+
+
+class TimeoutClosed(ConnectionError):
+    """A handshake, frame or heart-beat deadline passed."""
+
+
+class FrameHandler(Protocol):
+    """What :func:`serve` calls; the in-memory broker is one."""
+
+    def connection_made(self, conn: ServerConnection) -> None:
+        """A client connected (before any byte)."""
+
+    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+        """The client sent ``frame`` (CONNECT or STOMP first)."""
+
+    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+        """The connection ended; ``cause`` is why (``None`` for an orderly close)."""
+
+
+class ServerConnection(asyncio.Protocol):
+    """One client connection: decodes what it sends, encodes what the handler sends it."""
+
+    def __init__(self, server: Server) -> None:
+        self._server = server
+        self._options = server._options
+        self._loop = server._loop
+        self._transport: Optional[asyncio.Transport] = None
+        self._decoder: Any = fastframe.Decoder("1.2", **server._decoder_options)
+        self._encoder: Any = fastframe.Encoder("1.2")
+        self._base = 0  # stream offset where the current decoder started
+        self._early = b""  # bytes after CONNECT's NUL, held until the handshake fixes the version
+        self._client_heartbeat: Optional[str] = None
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._now = self._loop.time()
+        self._opened_at = self._now
+        self._last_received = self._now
+        self._last_sent = self._now
+        self._frame_started: Optional[float] = None
+        self._congested_since: Optional[float] = None
+        self._receive_ms = 0
+        self._send_ms = 0
+        self._cause: Optional[BaseException] = None
+        self._registered = False
+        #: the negotiated version (``None`` before CONNECTED was sent)
+        self.version: Optional[str] = None
+        #: True once close() or abort() was called
+        self.closing = False
+        #: free for the handler (the broker keeps its session here)
+        self.context: Any = None
+        self.peer: Any = None
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self.peer = transport.get_extra_info("peername")
+        server = self._server
+        if len(server._connections) >= self._options["max_connections"]:
+            self.send(error_frame("too-many-connections", self._options["max_connections"]))
+            self.close()
+            return
+        transport.set_write_buffer_limits(high=self._options["outbound_high_water"])
+        server._connections.add(self)
+        self._registered = True
+        if server._congested:
+            transport.pause_reading()
+        self._schedule()
+        server._handler.connection_made(self)
+
+    def data_received(self, data: bytes) -> None:  # noqa: D102
+        if self.closing:
+            return
+        self._last_received = self._now = self._loop.time()
+        try:
+            if self.version is None:
+                self._early += data
+                self._feed_handshake()
+            else:
+                self._deliver(self._decoder.feed(data))
+        except fastframe.DecodeError as err:
+            self._deliver(err.frames)
+            if not self.closing:
+                offset = err.offset + self._base  # in the whole stream, across the handshake's decoder
+                self.send(error_frame("malformed", f"{err.reason} at offset {offset} (near {err.excerpt!r})"))
+                self.close(err)
+            return
+        if self._decoder.buffered or self._early:
+            if self._frame_started is None:
+                self._frame_started = self._now
+        else:
+            self._frame_started = None
+
+    def eof_received(self) -> Optional[bool]:  # noqa: D102
+        return False  # close our side too
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:  # noqa: D102
+        self.closing = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if not self._registered:
+            return
+        self._registered = False
+        server = self._server
+        server._connections.discard(self)
+        self._set_congested(False)
+        server._handler.connection_lost(self, self._cause or exc)
+        if not server._connections:
+            server._idle.set()
+
+    def pause_writing(self) -> None:  # noqa: D102
+        self._set_congested(True)
+
+    def resume_writing(self) -> None:  # noqa: D102
+        self._set_congested(False)
+
+    # ------------------------------------------------------------------ what the handler calls
+
+    def send(self, frame: Any) -> None:
+        """Encode ``frame`` in the connection's version and write it (CONNECTED fixes the version)."""
+        transport = self._transport
+        if self.closing or transport is None:
+            return
+        if frame.command == "CONNECTED" and self.version is None:
+            frame = self._handshake(frame)
+        try:
+            data = self._encoder.encode(frame)
+        except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
+            data = fastframe.encode(frame, version=self._encoder.version, escapes="1.2")
+        transport.write(data)
+        self._last_sent = self._loop.time()
+        if transport.get_write_buffer_size() > self._options["max_outbound_bytes"]:
+            self.abort(SlowConsumerError("outbound bytes passed max_outbound_bytes"))
+
+    def close(self, cause: Optional[BaseException] = None) -> None:
+        """Close after what was sent is written (aborted if that takes longer than ``close_timeout``)."""
+        if self.closing or self._transport is None:
+            return
+        self.closing = True
+        self._cause = self._cause or cause
+        self._transport.close()
+        self._loop.call_later(self._options["close_timeout"], self._transport.abort)
+
+    def abort(self, cause: Optional[BaseException] = None) -> None:
+        """Drop the connection now, discarding what was not written."""
+        self._cause = self._cause or cause
+        self.closing = True
+        if self._transport is not None:
+            self._transport.abort()
+
+    @property
+    def heartbeat(self) -> Tuple[int, int]:
+        """The negotiated ``(client_to_server_ms, server_to_client_ms)``; 0 means none."""
+        return self._receive_ms, self._send_ms
+
+    # ------------------------------------------------------------------ internals
+
+    def _feed_handshake(self) -> None:
+        # Before CONNECTED the version is unknown: feed only up to each NUL, so a frame pipelined
+        # behind CONNECT is decoded with the version CONNECTED fixes.
+        while self._early and self.version is None and not self.closing:
+            end = self._early.find(b"\0") + 1
+            if not end:  # no NUL yet: the decoder holds it (within its limits)
+                piece, self._early = self._early, b""
+            else:
+                piece, self._early = self._early[:end], self._early[end:]
+            self._deliver(self._decoder.feed(piece))
+        if self.version is not None and self._early and not self.closing:
+            rest, self._early = self._early, b""
+            self._deliver(self._decoder.feed(rest))
+
+    def _deliver(self, frames: List[Any]) -> None:
+        handler = self._server._handler
+        for frame in frames:
+            if self.closing:
+                return
+            if self.version is None and frame.command in ("CONNECT", "STOMP"):
+                self._client_heartbeat = frame.get("heart-beat")
+            handler.frame_received(self, frame)
+
+    def _handshake(self, frame: Any) -> Any:
+        version = frame.get("version", "1.0")
+        server_beat = "{},{}".format(*self._options["heartbeat"])
+        if frame.get("heart-beat") is None:
+            frame = fastframe.Frame("CONNECTED", (*frame.headers, ("heart-beat", server_beat)), frame.body)
+        try:
+            self._receive_ms, self._send_ms = spec.negotiate_heartbeat(self._client_heartbeat, frame.get("heart-beat"))
+        except ValueError:  # a malformed client heart-beat: no heart-beats rather than a guess
+            self._receive_ms = self._send_ms = 0
+        self.version = version
+        self._base += self._decoder.bytes_fed
+        self._decoder = fastframe.Decoder(version, **self._server._decoder_options)
+        self._encoder = fastframe.Encoder(version)
+        self._schedule()
+        return frame
+
+    def _set_congested(self, congested: bool) -> None:
+        server = self._server
+        if congested and self._congested_since is None and not self.closing:
+            self._congested_since = self._loop.time()
+            server._congested.add(self)
+            if len(server._congested) == 1:
+                server._pause_others()
+        elif not congested and self._congested_since is not None:
+            self._congested_since = None
+            server._congested.discard(self)
+            if not server._congested:
+                server._resume_all()
+
+    def _schedule(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        options = self._options
+        periods = [options["frame_timeout"], options["slow_consumer_timeout"]]
+        if self.version is None:
+            periods.append(options["handshake_timeout"])
+        if self._send_ms:
+            periods.append(self._send_ms / 1000)
+        if self._receive_ms:
+            periods.append(self._receive_ms / 1000 * options["heartbeat_grace"])
+        self._tick_every = min(0.5, max(0.01, min(periods) / 4))
+        self._timer = self._loop.call_later(self._tick_every, self._tick)
+
+    def _tick(self) -> None:
+        if self.closing:
+            return
+        self._now = now = self._loop.time()
+        options = self._options
+        if self.version is None and now - self._opened_at > options["handshake_timeout"]:
+            self.send(error_frame("timeout", "CONNECT was not complete within handshake_timeout"))
+            self.close(TimeoutClosed("handshake"))
+            return
+        if self._frame_started is not None and now - self._frame_started > options["frame_timeout"]:
+            self.send(error_frame("timeout", "a frame was not complete within frame_timeout"))
+            self.close(TimeoutClosed("frame"))
+            return
+        if self._receive_ms and now - self._last_received > self._receive_ms / 1000 * options["heartbeat_grace"]:
+            self.abort(TimeoutClosed("heart-beat"))  # silent, as the big brokers do
+            return
+        if self._congested_since is not None and now - self._congested_since > options["slow_consumer_timeout"]:
+            self.abort(SlowConsumerError("congested longer than slow_consumer_timeout"))
+            return
+        if self._send_ms and now - self._last_sent >= self._send_ms / 1000 and self._transport is not None:
+            self._transport.write(_HEARTBEAT)
+            self._last_sent = now
+        self._timer = self._loop.call_later(self._tick_every, self._tick)
+
+
+_DEFAULTS: Dict[str, Any] = {
+    "heartbeat": (10_000, 10_000),
+    "heartbeat_grace": 2.0,
+    "max_connections": 1000,
+    "handshake_timeout": 10.0,
+    "frame_timeout": 30.0,
+    "max_outbound_bytes": 16 * 1024 * 1024,
+    "outbound_high_water": 1024 * 1024,
+    "slow_consumer_timeout": 10.0,
+    "close_timeout": 5.0,
+}
+
+
+class Server:
+    """A listening STOMP server (from :func:`serve`); ``async with`` closes it."""
+
+    def __init__(self, handler: FrameHandler, options: Dict[str, Any], decoder_options: Mapping[str, Any]) -> None:
+        self._handler = handler
+        self._options = options
+        self._decoder_options = dict(decoder_options)
+        self._loop = asyncio.get_running_loop()
+        self._connections: Set[ServerConnection] = set()
+        self._congested: Set[ServerConnection] = set()
+        self._idle = asyncio.Event()
+        self._server: Optional[asyncio.Server] = None
+
+    @property
+    def port(self) -> int:
+        """The port listened on (useful with ``port=0``)."""
+        assert self._server is not None and self._server.sockets
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    @property
+    def connections(self) -> int:
+        """How many clients are connected."""
+        return len(self._connections)
+
+    def _pause_others(self) -> None:
+        for conn in self._connections:
+            if conn not in self._congested and conn._transport is not None and not conn.closing:
+                conn._transport.pause_reading()
+
+    def _resume_all(self) -> None:
+        for conn in self._connections:
+            if conn._transport is not None and not conn.closing and conn._transport.is_reading() is False:
+                conn._transport.resume_reading()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Stop listening, tell every client, wait up to ``timeout`` s for them to go, then abort the rest."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections):
+            conn.send(error_frame("shutdown"))
+            conn.close()
+        if self._connections:
+            self._idle.clear()
+            try:
+                await asyncio.wait_for(self._idle.wait(), timeout)
+            except asyncio.TimeoutError:
+                for conn in list(self._connections):
+                    conn.abort()
+                for _ in range(10):  # connection_lost runs on the next loop turns
+                    if not self._connections:
+                        break
+                    await asyncio.sleep(0.01)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def __aenter__(self) -> Server:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+async def serve(
+    handler: FrameHandler,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    ssl: Optional[_ssl.SSLContext] = None,
+    decoder_options: Optional[Mapping[str, Any]] = None,
+    **options: Any,
+) -> Server:
+    """Listen on ``host:port`` (0: a free port) and serve STOMP connections to ``handler``.
+
+    Keyword options (defaults in brackets): ``heartbeat`` [(10000, 10000)] the server's heart-beat
+    pair for CONNECTED; ``heartbeat_grace`` [2.0]; ``max_connections`` [1000]; ``handshake_timeout``
+    [10.0 s]; ``frame_timeout`` [30.0 s]; ``max_outbound_bytes`` [16 MiB]; ``outbound_high_water``
+    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]. ``decoder_options`` are
+    :class:`fastframe.Decoder` options (limits, tolerances). ``ssl`` serves TLS.
+    """
+    unknown = set(options) - set(_DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown server options: {', '.join(sorted(unknown))}")
+    merged = dict(_DEFAULTS, **options)
+    if merged["outbound_high_water"] > merged["max_outbound_bytes"]:
+        raise ValueError("outbound_high_water must not exceed max_outbound_bytes")
+    fastframe.Decoder("1.2", **(decoder_options or {}))  # refuse bad options now, not per connection
+    server = Server(handler, merged, decoder_options or {})
+    server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
+    return server
