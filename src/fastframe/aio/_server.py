@@ -317,13 +317,12 @@ class Server:
         self._congested: Set[ServerConnection] = set()
         self._idle = asyncio.Event()
         self._server: Optional[asyncio.Server] = None
+        self._port = 0
 
     @property
     def port(self) -> int:
         """The port listened on (useful with ``port=0``)."""
-        assert self._server is not None and self._server.sockets
-        port: int = self._server.sockets[0].getsockname()[1]
-        return port
+        return self._port
 
     @property
     def connections(self) -> int:
@@ -394,4 +393,5 @@ async def serve(
     fastframe.Decoder("1.2", **(decoder_options or {}))  # refuse bad options now, not per connection
     server = Server(handler, merged, decoder_options or {})
     server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
+    server._port = server._server.sockets[0].getsockname()[1]
     return server
