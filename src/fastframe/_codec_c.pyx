@@ -10,13 +10,13 @@ its rows into a _ColumnStore (Arrow-layout buffers) instead of Frame objects.
 """
 
 cimport cython
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_FULL_RO, PyBuffer_IsContiguous, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdlib cimport free, qsort, realloc
+from libc.stdlib cimport qsort
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import sys
@@ -43,6 +43,9 @@ from ._diagnose import (
     header_problem,
 )
 from ._errors import (
+    NOT_BYTES,
+    NOT_CONTIGUOUS,
+    REENTRANT_CALL,
     BodyNotAllowedError,
     FrameError,
     LimitExceededError,
@@ -429,7 +432,7 @@ cdef inline void _init_grow(Grow *grow) noexcept:
 
 cdef int _reserve_grow(Grow *grow, Py_ssize_t more) except -1:
     cdef Py_ssize_t cap = max(grow.size + more, 2 * grow.cap, 256)
-    cdef char *grown = <char *>realloc(grow.data, cap)
+    cdef char *grown = <char *>PyMem_Realloc(grow.data, cap)
     if grown == NULL:
         raise MemoryError()
     grow.data = grown
@@ -501,12 +504,12 @@ cdef class _ColumnStore:
         self.clear()
 
     def __dealloc__(self):
-        free(self.rows_.data)
-        free(self.headers_.data)
-        free(self.commands.data)
-        free(self.names.data)
-        free(self.values.data)
-        free(self.bodies.data)
+        PyMem_Free(self.rows_.data)
+        PyMem_Free(self.headers_.data)
+        PyMem_Free(self.commands.data)
+        PyMem_Free(self.names.data)
+        PyMem_Free(self.values.data)
+        PyMem_Free(self.bodies.data)
 
     cdef void clear(self) noexcept:
         self.rows_.size = self.headers_.size = self.commands.size = 0
@@ -519,7 +522,7 @@ cdef class _ColumnStore:
     cdef void _give_back(self) noexcept:
         # a large frame is gone: its memory goes too
         if self.bodies.size == 0 and self.bodies.cap > (16 << 20):
-            free(self.bodies.data)
+            PyMem_Free(self.bodies.data)
             self.bodies.data = NULL
             self.bodies.cap = 0
 
@@ -811,6 +814,9 @@ cdef class Decoder:
     # scratch space for unescaping
     cdef char *scratch
     cdef Py_ssize_t scratch_cap
+    # True while a call runs: a second call (another thread, a finalizer) raises instead of
+    # touching the buffer, so the raw pointers a call holds stay valid across its calls into Python
+    cdef bint busy
 
     def __cinit__(self):
         cdef Py_ssize_t size
@@ -830,13 +836,13 @@ cdef class Decoder:
     def __dealloc__(self):
         cdef int i
         self._drop_pairs()
-        free(self.pairs)
+        PyMem_Free(self.pairs)
         for i in range(CACHE_SLOTS):
             Py_XDECREF(self.cache[i].text)
         for i in range(PAIR_SLOTS):
             Py_XDECREF(self.pair_cache[i].pair)
-        free(self.buf)
-        free(self.scratch)
+        PyMem_Free(self.buf)
+        PyMem_Free(self.scratch)
 
     cdef void _drop_pairs(self) noexcept:
         if self.columnar:  # the headers are in the store, not in pairs
@@ -848,7 +854,25 @@ cdef class Decoder:
             self.n_pairs -= 1
             Py_DECREF(<object>self.pairs[self.n_pairs])
 
+    cdef int _enter(self, str method) except -1:
+        # The check and the set are adjacent, with no Python call between: with the GIL
+        # nothing runs in between. A plain flag is not atomic on a free-threaded build
+        # (a later issue declares free-threading; until then the interpreter keeps the GIL
+        # on for this module).
+        if self.busy:
+            raise RuntimeError(REENTRANT_CALL.format(type(self).__name__, method))
+        self.busy = True
+        return 0
+
     def __init__(self, version="1.2", **options):
+        self._enter("__init__")
+        try:
+            self._configure(version, options)
+            self._reset()
+        finally:
+            self.busy = False
+
+    cdef int _configure(self, version, dict options) except -1:
         opts = decoder_options(version, **options)
         self.options = opts
         self.version = opts.version
@@ -866,17 +890,27 @@ cdef class Decoder:
         self.max_body = opts.max_body_size
         self.max_frame = opts.max_frame_size
         self.events = opts.heartbeat_events
-        self.reset()
+        return 0
 
     def reset(self):
         """Forget everything: buffered bytes, counters, a pending error."""
-        free(self.buf)
+        self._enter("reset")
+        try:
+            self._reset()
+        finally:
+            self.busy = False
+
+    cdef int _reset(self) except -1:
+        PyMem_Free(self.buf)
         self.buf = NULL
         self.cap = self.end = self.pos = self.base = 0
         self.phase = BETWEEN
         self.error = None
         self.heartbeats = 0
         self._start_frame(0)
+        if self.columnar:
+            self.store.clear()
+        return 0
 
     cdef inline void _start_frame(self, Py_ssize_t index):
         self.fs = self.ls = self.scan = index
@@ -902,11 +936,24 @@ cdef class Decoder:
         return out
 
     cdef int _feed(self, data, list out) except -1:
+        self._enter("feed")
+        try:
+            self._feed_buffer(data, out)
+        finally:
+            self.busy = False
+        return 0
+
+    cdef int _feed_buffer(self, data, list out) except -1:
         cdef Py_buffer view
         if self.error is not None:
             raise self._repeat_error()
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        if not PyObject_CheckBuffer(data):
+            raise TypeError(NOT_BYTES.format(type(data).__name__))
+        # the request memoryview(data) makes, so both twins get the same errors from the exporter
+        PyObject_GetBuffer(data, &view, PyBUF_FULL_RO)
         try:
+            if not PyBuffer_IsContiguous(&view, b'C'):
+                raise BufferError(NOT_CONTIGUOUS)
             if view.len == 0:
                 return 0
             if self.pos == self.end:
@@ -971,6 +1018,13 @@ cdef class Decoder:
 
     def close(self):
         """Declare the end of the stream; raise TruncatedError inside a frame."""
+        self._enter("close")
+        try:
+            self._close()
+        finally:
+            self.busy = False
+
+    cdef int _close(self) except -1:
         if self.error is not None:
             raise self._repeat_error()
         if self.pos < self.end:
@@ -982,6 +1036,7 @@ cdef class Decoder:
             except FrameError as error:
                 self.error = error
                 raise
+        return 0
 
     # -- buffer ----------------------------------------------------------------
 
@@ -991,7 +1046,7 @@ cdef class Decoder:
         if size <= self.cap:
             return 0
         cap = max(size, 2 * self.cap, 4096)
-        grown = <unsigned char *>realloc(self.buf, cap)
+        grown = <unsigned char *>PyMem_Realloc(self.buf, cap)
         if grown == NULL:
             raise MemoryError()
         self.buf = grown
@@ -1032,7 +1087,7 @@ cdef class Decoder:
             self._reserve(self.end)
             memcpy(self.buf, data + shift, self.end)
         elif self.cap > 65536:
-            free(self.buf)  # a large frame is gone: give its memory back
+            PyMem_Free(self.buf)  # a large frame is gone: give its memory back
             self.buf = NULL
             self.cap = 0
         return 0
@@ -1042,7 +1097,7 @@ cdef class Decoder:
             self.base += self.end
             self.pos = self.end = 0
             if self.cap > 65536:
-                free(self.buf)
+                PyMem_Free(self.buf)
                 self.buf = NULL
                 self.cap = 0
         elif self.pos > (self.end >> 1):
@@ -1058,16 +1113,35 @@ cdef class Decoder:
         again.frames = []
         return again
 
+    cdef bytes _window(self, Py_ssize_t lo, Py_ssize_t hi):
+        """A copy of the bytes at ``[lo, hi)`` of what is parsed, going on into the bytes not appended yet."""
+        cdef Py_ssize_t cut = self._cur_end
+        cdef bytes window
+        cdef char *w
+        hi = min(hi, cut + self.rest_size)
+        if hi <= lo:
+            return b""
+        window = PyBytes_FromStringAndSize(NULL, hi - lo)
+        w = PyBytes_AS_STRING(window)
+        if lo < cut:
+            memcpy(w, self.cur + lo, min(hi, cut) - lo)
+        if hi > cut:
+            memcpy(w + max(cut - lo, 0), self.rest + max(lo - cut, 0), hi - max(lo, cut))
+        return window
+
     cdef int _fail(self, cls, str reason, Py_ssize_t index, Py_ssize_t floor, str limit) except -1:
         cdef Py_ssize_t lo = max(index - 16, floor)
-        cdef Py_ssize_t hi = min(index + 16, self._cur_end + self.rest_size)
-        cdef Py_ssize_t seen = min(hi, self._cur_end)  # the excerpt may go on into bytes not appended yet
-        cdef bytes excerpt = PyBytes_FromStringAndSize(<const char *>self.cur + lo, seen - lo) if seen > lo else b""
-        if hi > seen:
-            excerpt += PyBytes_FromStringAndSize(<const char *>self.rest, hi - seen)
-        raise make_decode_error(
-            cls, reason, self.base + index, excerpt, self.base + lo, self.base + floor, self.base + hi, limit
-        )
+        # the excerpt is copied before any call into Python
+        self._fail_near(self._window(lo, index + 16), lo, cls, reason, index, floor, limit)
+        return 0
+
+    cdef int _fail_near(self, bytes window, Py_ssize_t window_lo, cls, str reason, Py_ssize_t index,
+                        Py_ssize_t floor, str limit) except -1:
+        """Raise the error, its excerpt cut from ``window`` (a copy of the bytes from ``window_lo`` on)."""
+        cdef Py_ssize_t base = self.base
+        cdef Py_ssize_t lo = max(index - 16, floor)
+        cdef Py_ssize_t hi = min(index + 16, window_lo + len(window))
+        raise make_decode_error(cls, reason, base + index, window, base + window_lo, base + floor, base + hi, limit)
 
     # -- parsing ---------------------------------------------------------------
 
@@ -1176,20 +1250,29 @@ cdef class Decoder:
                 except UnicodeDecodeError:
                     command = None
             if command is None or (self.strict and command not in self.commands):
-                line = PyBytes_FromStringAndSize(<const char *>b + ls, size)
-                problem = command_problem(line, self.strict, self.commands, self.version)
-                self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+                self._command_error(ls, content_end)
         elif self.strict and command not in self.commands:  # NACK or STOMP in 1.0
-            line = PyBytes_FromStringAndSize(<const char *>b + ls, size)
-            problem = command_problem(line, self.strict, self.commands, self.version)
-            self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+            self._command_error(ls, content_end)
         self.command = command
         self.escaped = command not in UNESCAPED_COMMANDS
         return 0
 
+    cdef int _command_error(self, Py_ssize_t ls, Py_ssize_t content_end) except -1:
+        """Raise the reference error for a command line this twin found fault with."""
+        # copies first: nothing reads the buffer after the call into Python
+        cdef Py_ssize_t fs = self.fs, lo = max(ls - 16, fs)
+        cdef bytes window = self._window(lo, content_end + 16)
+        line = window[ls - lo : content_end - lo]
+        problem = command_problem(line, self.strict, self.commands, self.version)
+        self._fail_near(window, lo, problem[1], problem[2], ls + problem[0], fs, problem[3])
+        return 0
+
     cdef int _diagnose(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
         """Raise the reference error for a header line this twin found fault with."""
-        line = PyBytes_FromStringAndSize(<const char *>b + ls, content_end - ls)
+        # copies first: nothing reads the buffer after the call into Python
+        cdef Py_ssize_t fs = self.fs, lo = max(ls - 16, fs)
+        cdef bytes window = self._window(lo, content_end + 16)
+        line = window[ls - lo : content_end - lo]
         problem = header_problem(
             line,
             escape_letters=self.escape_letters if self.escaped else None,
@@ -1200,13 +1283,13 @@ cdef class Decoder:
         )
         if problem is None:
             raise RuntimeError(f"fastframe twins disagree about header line {line!r}")  # a bug
-        self._fail(problem[1], problem[2], ls + problem[0], self.fs, problem[3])
+        self._fail_near(window, lo, problem[1], problem[2], ls + problem[0], fs, problem[3])
         return 0
 
     cdef char *_scratch(self, Py_ssize_t size) except NULL:
         cdef char *grown
         if size > self.scratch_cap:
-            grown = <char *>realloc(self.scratch, max(size, 256))
+            grown = <char *>PyMem_Realloc(self.scratch, max(size, 256))
             if grown == NULL:
                 raise MemoryError()
             self.scratch = grown
@@ -1218,11 +1301,12 @@ cdef class Decoder:
 
     cdef void _remember(self, const unsigned char *p, Py_ssize_t size, str text) noexcept:
         cdef CacheSlot *slot = self._slot_of(p, size)
-        Py_XDECREF(slot.text)
+        cdef PyObject *old = slot.text
         Py_INCREF(text)
         slot.text = <PyObject *>text
         slot.size = size
         memcpy(slot.raw, p, size)
+        Py_XDECREF(old)  # last: a finalizer it runs finds the slot whole
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
@@ -1352,6 +1436,7 @@ cdef class Decoder:
         cdef size_t h = ((<size_t><PyObject *>name) >> 4) * 0x9E3779B1u + ((<size_t><PyObject *>value) >> 4)
         cdef PairSlot *slot = &self.pair_cache[(h ^ (h >> 13)) & (PAIR_SLOTS - 1)]
         cdef tuple pair
+        cdef PyObject *old
         if slot.name == <PyObject *>name and slot.value == <PyObject *>value:
             return <tuple>slot.pair
         pair = PyTuple_New(2)
@@ -1360,17 +1445,18 @@ cdef class Decoder:
         Py_INCREF(value)
         PyTuple_SET_ITEM(pair, 1, value)
         PyObject_GC_UnTrack(<void *>pair)  # holds two str: can never be in a cycle
-        Py_XDECREF(slot.pair)
+        old = slot.pair
         Py_INCREF(pair)
         slot.pair = <PyObject *>pair
         slot.name = <PyObject *>name
         slot.value = <PyObject *>value
+        Py_XDECREF(old)  # last: a finalizer it runs finds the slot whole
         return pair
 
     cdef int _push_pair(self, tuple pair) except -1:
         cdef PyObject **grown
         if self.n_pairs == self.pairs_cap:
-            grown = <PyObject **>realloc(self.pairs, max(16, 2 * self.pairs_cap) * sizeof(PyObject *))
+            grown = <PyObject **>PyMem_Realloc(self.pairs, max(16, 2 * self.pairs_cap) * sizeof(PyObject *))
             if grown == NULL:
                 raise MemoryError()
             self.pairs = grown
@@ -1474,8 +1560,7 @@ cdef class ColumnDecoder(Decoder):
 
     def reset(self):
         """Forget everything: buffered bytes, rows not taken, counters, a pending error."""
-        Decoder.reset(self)
-        self.store.clear()
+        Decoder.reset(self)  # the store too (Decoder._reset)
 
     def feed(self, data):
         """Add bytes; return the number of rows waiting to be taken."""
@@ -1499,7 +1584,11 @@ cdef class ColumnDecoder(Decoder):
         Raises OverflowError when one frame alone overflows an Arrow column (2 GiB).
         """
         rows, size = take_limits(max_rows, max_bytes)
-        return self.store.take(rows, size)
+        self._enter("take")
+        try:
+            return self.store.take(rows, size)
+        finally:
+            self.busy = False
 
 
 def decode(data, version="1.2", **options):
@@ -1539,6 +1628,7 @@ cdef class Encoder:
         """_escape_extra, remembered per str object when escaping (names and values repeat)."""
         cdef size_t slot
         cdef Py_ssize_t extra
+        cdef PyObject *old
         if not escape:
             return _escape_extra(data, size, NULL, is_name)
         slot = ((<size_t><PyObject *>text) >> 4) * 0x9E3779B1u
@@ -1546,10 +1636,12 @@ cdef class Encoder:
         if self.seen[slot] == <PyObject *>text:
             return self.seen_extra[slot]
         extra = _escape_extra(data, size, _ESCAPE_LETTER[self.escape_set], is_name)
-        Py_XDECREF(self.seen[slot])
+        old = self.seen[slot]
         Py_INCREF(text)
         self.seen[slot] = <PyObject *>text
         self.seen_extra[slot] = extra
+        # last: a str subclass's finalizer may encode with this encoder, and finds the cache whole
+        Py_XDECREF(old)
         return extra
 
     def __init__(self, version="1.2", **options):

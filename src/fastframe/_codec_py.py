@@ -11,7 +11,9 @@ is the definition of what is an error and where. The compiled twin
 from __future__ import annotations
 
 import functools
+import re
 import sys
+import threading
 from array import array
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -37,6 +39,9 @@ from ._diagnose import (
     header_problem,
 )
 from ._errors import (
+    NOT_BYTES,
+    NOT_CONTIGUOUS,
+    REENTRANT_CALL,
     BodyNotAllowedError,
     EncodeError,
     FrameError,
@@ -280,6 +285,9 @@ _LF = 10
 #: The one-go head parser looks this far for the blank line; longer heads
 #: take the line-by-line path (this bounds the work spent on a failed try).
 _FAST_HEAD_WINDOW = 8192
+#: A run of CR and LF bytes between frames, and a CR in it that no LF follows (where a frame starts).
+_EOL_RUN = re.compile(rb"[\r\n]*")
+_BARE_CR = re.compile(rb"\r(?!\n)")
 
 
 class Decoder:
@@ -296,6 +304,23 @@ class Decoder:
     """
 
     def __init__(self, version: str = "1.2", **options: Any) -> None:
+        lock: Optional[threading.Lock] = self.__dict__.get("_lock")
+        if lock is None:
+            # held while a call runs: a second call (another thread, a finalizer) raises
+            # instead of touching the state (acquire(False) is atomic, free-threaded too)
+            lock = self._lock = threading.Lock()
+        self._enter("__init__")
+        try:
+            self._configure(version, options)
+            self._reset()
+        finally:
+            lock.release()
+
+    def _enter(self, method: str) -> None:
+        if not self._lock.acquire(False):
+            raise RuntimeError(REENTRANT_CALL.format(type(self).__name__, method))
+
+    def _configure(self, version: str, options: Dict[str, Any]) -> None:
         opts = decoder_options(version, **options)
         self.options = opts
         self.version = opts.version
@@ -314,10 +339,16 @@ class Decoder:
         self._max_frame = opts.max_frame_size
         self._events = opts.heartbeat_events
         self._seen_lines: Dict[str, Header] = {}  # head line -> its pair, in escaped frames
-        self.reset()
 
     def reset(self) -> None:
         """Forget everything: buffered bytes, counters, a pending error."""
+        self._enter("reset")
+        try:
+            self._reset()
+        finally:
+            self._lock.release()
+
+    def _reset(self) -> None:
         self._buf: Union[bytes, bytearray] = bytearray()  # bytes: the caller's, parsed in place
         self._base = 0  # stream offset of _buf[0]
         self._pos = 0  # first byte not yet consumed (index into _buf)
@@ -349,18 +380,37 @@ class Decoder:
 
     def feed(self, data: BytesLike) -> List[Any]:
         """Add bytes; return the frames (and heart-beat events) completed so far."""
+        self._enter("feed")
+        try:
+            return self._feed(data)
+        finally:
+            self._lock.release()
+
+    def _feed(self, data: BytesLike) -> List[Any]:
         if self._error is not None:
             raise self._repeat_error()
         out: List[Any] = []
-        if not len(data):
-            return out
-        if self._pos == len(self._buf) and type(data) is bytes:
-            # nothing buffered: parse the caller's bytes in place, keep only the tail
-            self._base += self._pos
-            self._pos = 0
-            self._buf = data
+        if type(data) is bytes:
+            if not data:
+                return out
+            if self._pos == len(self._buf):
+                # nothing buffered: parse the caller's bytes in place, keep only the tail
+                self._base += self._pos
+                self._pos = 0
+                self._buf = data
+            else:
+                self._buf += data
         else:
-            self._buf += data
+            try:
+                view = memoryview(data)
+            except TypeError:
+                raise TypeError(NOT_BYTES.format(type(data).__name__)) from None
+            with view:
+                if not view.c_contiguous:
+                    raise BufferError(NOT_CONTIGUOUS)
+                if not view.nbytes:
+                    return out
+                self._buf += view
         try:
             self._run(out)
         except FrameError as error:
@@ -373,6 +423,13 @@ class Decoder:
 
     def close(self) -> None:
         """Declare the end of the stream; raise TruncatedError inside a frame."""
+        self._enter("close")
+        try:
+            self._close()
+        finally:
+            self._lock.release()
+
+    def _close(self) -> None:
         if self._error is not None:
             raise self._repeat_error()
         end = len(self._buf)
@@ -421,27 +478,20 @@ class Decoder:
             phase = self._phase
             if phase == _BETWEEN:
                 pos = self._pos
-                started = False
-                while pos < end:
-                    byte = buf[pos]
-                    if byte == _LF:
-                        eol = b"\n"
-                    elif byte == _CR:
-                        if pos + 1 == end:
-                            break  # a lone CR: an EOL or a bad command, the next byte tells
-                        if buf[pos + 1] != _LF:
-                            started = True
-                            break
-                        eol = b"\r\n"
-                    else:
-                        started = True
-                        break
-                    self.heartbeats += 1
-                    if self._events:
+                # the EOLs before the next frame, found by C scans (a flood of them costs no Python loop)
+                stop = _EOL_RUN.match(buf, pos, end).end()  # type: ignore[union-attr]
+                crs = buf.count(b"\r", pos, stop)
+                if crs and crs != buf.count(b"\r\n", pos, stop):
+                    stop = _BARE_CR.search(buf, pos, stop).start()  # type: ignore[union-attr]
+                if self._events:
+                    while pos < stop:
+                        eol = b"\n" if buf[pos] == _LF else b"\r\n"
                         out.append(Heartbeat(self._base + pos, eol))
-                    pos += len(eol)
-                self._pos = pos
-                if not started:
+                        pos += len(eol)
+                self.heartbeats += buf.count(b"\n", self._pos, stop)
+                pos = self._pos = stop
+                # a lone CR at the end: an EOL or a bad command, the next byte tells
+                if pos == end or (pos + 1 == end and buf[pos] == _CR):
                     return
                 self._fs = pos
                 self._phase = _HEAD
@@ -960,19 +1010,26 @@ class ColumnDecoder(Decoder):
 
     def reset(self) -> None:
         """Forget everything: buffered bytes, rows not taken, counters, a pending error."""
-        super().reset()
+        super().reset()  # the store too (_reset)
+
+    def _reset(self) -> None:
+        super()._reset()
         self._store = _RowStore()
 
     def feed(self, data: BytesLike) -> int:  # type: ignore[override]
         """Add bytes; return the number of rows waiting to be taken."""
+        self._enter("feed")
         try:
-            frames = super().feed(data)
-        except FrameError as error:
-            self._store.add(error.frames)  # type: ignore[attr-defined]
-            error.frames = []  # type: ignore[attr-defined]
-            raise
-        self._store.add(frames)
-        return self._store.pending
+            try:
+                frames = self._feed(data)
+            except FrameError as error:
+                self._store.add(error.frames)  # type: ignore[attr-defined]
+                error.frames = []  # type: ignore[attr-defined]
+                raise
+            self._store.add(frames)
+            return self._store.pending
+        finally:
+            self._lock.release()
 
     @property
     def rows(self) -> int:
@@ -990,4 +1047,9 @@ class ColumnDecoder(Decoder):
 
         Raises OverflowError when one frame alone overflows an Arrow column (2 GiB).
         """
-        return self._store.take(*take_limits(max_rows, max_bytes))
+        limits = take_limits(max_rows, max_bytes)
+        self._enter("take")
+        try:
+            return self._store.take(*limits)
+        finally:
+            self._lock.release()

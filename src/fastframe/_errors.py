@@ -24,9 +24,24 @@ __all__ = [
     "TruncatedError",
     "EncodeError",
     "make_decode_error",
+    "REENTRANT_CALL",
+    "NOT_BYTES",
+    "NOT_CONTIGUOUS",
 ]
 
 EXCERPT_RADIUS = 16
+
+#: A decoder entered while a call on it is still running (another thread
+#: without a lock, or a finalizer run in the middle of a call). Like CPython's
+#: buffered I/O, it raises instead of touching its buffer: RuntimeError.
+REENTRANT_CALL = (
+    "{}.{}() called while another call on the same decoder is running "
+    "(use one decoder per connection, or a lock)"
+)
+#: feed() of something that is not a buffer (TypeError).
+NOT_BYTES = "data must be a bytes-like object (bytes, bytearray, memoryview), not {}"
+#: feed() of a buffer whose bytes are not in one C-contiguous block (BufferError).
+NOT_CONTIGUOUS = "data must be a C-contiguous buffer; copy it first with bytes(data)"
 
 
 class FrameError(ValueError):
