@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
@@ -27,6 +29,9 @@ import fastframe
 from fastframe.cli import int_at_least
 
 __all__ = ["add_commands", "main"]
+
+# the convert job's Spark job group: the summary counts its tasks per executor
+CONVERT_JOB_GROUP = "fastframe-convert"
 
 
 def _size(text: str) -> int:
@@ -80,6 +85,11 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     conv.add_argument("--top", type=_positive, default=5, metavar="N", help="destinations in the summary")
     conv.add_argument("--no-progress", action="store_true", help="no progress display")
     conv.add_argument("--conf", action="append", type=_option, default=[], metavar="KEY=VALUE", help="Spark setting")
+    conv.add_argument(
+        "--ship-env", nargs="?", const="", metavar="ENV",
+        help="send a Python environment to the executors (a cluster whose nodes lack fastframe): a packed archive "
+        "(venv-pack, conda-pack: .tar.gz, .tar, .zip), a venv folder to pack, or, without ENV, this interpreter's venv",
+    )  # fmt: skip
 
     smp = commands.add_parser("sample-archive", help="write a seeded sample archive of STOMP captures")
     smp.add_argument("out", metavar="DIR", help="folder to create (must be empty or absent)")
@@ -275,10 +285,53 @@ def print_summary(summary: Dict[str, Any], files: int, size: int, elapsed: float
               file=out)  # fmt: skip
 
 
+def _absolute(path: str) -> str:
+    return path if "://" in path or path.startswith("file:") else os.path.abspath(path)
+
+
+def java_hint() -> Optional[str]:
+    """Why Spark cannot start here (no Java), with the fix; None when a ``java`` is found."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and os.path.isfile(os.path.join(java_home, "bin", "java")):
+        return None
+    if shutil.which("java"):
+        return None
+    return (
+        "Spark needs Java 17 or newer and none was found (no java on PATH, no JAVA_HOME): install it "
+        "(Debian, Ubuntu: apt-get install openjdk-17-jre-headless; `make demo` does this when run as root)"
+    )
+
+
+def _failure_reason(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    # PySpark ends a first line with a colon and puts the reason on the next ones
+    reason = lines[0]
+    for line in lines[1:4]:
+        if not reason.endswith(":"):
+            break
+        if not line.startswith(("at ", "JVM stacktrace")):
+            reason = f"{reason} {line}"
+    return reason
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from ._options import read_options
     from ._read import list_files
+    from .session import is_local_master
 
+    cluster = not is_local_master(args.master)
+    archives = list(args.archives)
+    out_dir = args.out
+    if args.ship_env is not None:
+        if not cluster:
+            print("fastframe convert: --ship-env is for a cluster --master (local mode runs this interpreter)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        # the driver's JVM starts in another folder: relative paths would resolve there
+        archives = [_absolute(p) for p in archives]
+        out_dir = _absolute(out_dir)
     options: Dict[str, Any] = {
         "mode": args.mode,
         "version": args.version,
@@ -293,7 +346,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         options["minPartitions"] = args.partitions
     options.update(dict(args.option))
     try:
-        opts = read_options({**options, "paths": list(args.archives)})
+        opts = read_options({**options, "paths": archives})
         files = list_files(opts)
     except (OSError, ValueError) as exc:
         print(f"fastframe convert: {exc}", file=sys.stderr)
@@ -301,40 +354,77 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if not files:
         print("fastframe convert: no input files", file=sys.stderr)
         return 1
-    size = sum(s for _, s in files)
-    print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
+    hint = java_hint()
+    if hint:
+        print(f"fastframe convert: {hint}", file=sys.stderr)
+        return 1
 
-    from .session import get_session, has_data_source_api
+    from ._cluster import pack_env
+    from .session import get_session
 
-    start = time.monotonic()
-    spark = get_session(args.master, app_name="fastframe convert", conf=dict(args.conf))
+    ship_env = None
+    workdir = tempfile.mkdtemp(prefix="fastframe-convert-")
     try:
-        if args.partitions is None:
-            options["minPartitions"] = spark.sparkContext.defaultParallelism
-        if has_data_source_api():
-            reader = spark.read.format("stomp")
-            for key, value in options.items():
-                reader = reader.option(key, value)
-            df = reader.load(list(args.archives))
-        else:
-            from ._compat import read_stomp
+        if args.ship_env is not None:
+            print(f"packing {args.ship_env or sys.prefix} for the executors ...", file=sys.stderr)
+            try:
+                ship_env = pack_env(args.ship_env or None, workdir)
+            except (OSError, ValueError) as exc:
+                print(f"fastframe convert: --ship-env: {exc}", file=sys.stderr)
+                return 1
+        size = sum(s for _, s in files)
+        print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
+        start = time.monotonic()
+        spark = get_session(args.master, app_name="fastframe convert", conf=dict(args.conf), ship_env=ship_env)
+        try:
+            return _convert(spark, args, archives, out_dir, options, len(files), size, start, cluster)
+        finally:
+            spark.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
-            df = read_stomp(spark, list(args.archives), **options)
+
+def _convert(
+    spark: Any, args: argparse.Namespace, archives: Sequence[str], out_dir: str, options: Dict[str, Any],
+    files: int, size: int, start: float, cluster: bool,
+) -> int:  # fmt: skip
+    from ._cluster import ExecutorProblem, check_executors, tasks_per_executor
+
+    sc = spark.sparkContext
+    try:
+        if cluster:
+            seen = check_executors(spark, os.environ.get("PYSPARK_PYTHON", "python3"))
+            pythons = sorted({f"{s['python']} ({s['version']}, codec {s['codec']})" for s in seen})
+            hosts = sorted({s["host"] for s in seen})
+            print(f"executors' Python: {'; '.join(pythons)} on {', '.join(hosts)}", file=sys.stderr)
+        if args.partitions is None:
+            options["minPartitions"] = sc.defaultParallelism
+        reader = spark.read.format("stomp")
+        for key, value in options.items():
+            reader = reader.option(key, value)
+        df = reader.load(list(archives))
         writer = df.write.mode("append" if args.append else "overwrite").option("compression", args.parquet_compression)
+        sc.setJobGroup(CONVERT_JOB_GROUP, "fastframe convert: read STOMP, write Parquet")
         with Progress(spark, sys.stderr, "converting", enabled=not args.no_progress):
-            writer.parquet(args.out)
+            writer.parquet(out_dir)
+        sc.setJobGroup("fastframe-summary", "fastframe convert: summary")
         converted = time.monotonic() - start
-        summary = summarize(spark, args.out, args.top)
-        print_summary(summary, len(files), size, converted, args.master, sys.stdout)
+        ran = tasks_per_executor(spark, CONVERT_JOB_GROUP) if cluster else None
+        summary = summarize(spark, out_dir, args.top)
+        print_summary(summary, files, size, converted, args.master, sys.stdout)
+        if ran:
+            where = ", ".join(f"{executor} ({host}): {n}" for executor, (host, n) in ran.items())
+            print(f"tasks per executor: {where}", file=sys.stdout)
+    except ExecutorProblem as exc:
+        print(f"fastframe convert: {exc}", file=sys.stderr)
+        return 1
     except Exception as exc:
         message = str(exc).strip().splitlines()
-        print(f"fastframe convert failed: {message[0] if message else type(exc).__name__}", file=sys.stderr)
+        print(f"fastframe convert failed: {_failure_reason(exc)}", file=sys.stderr)
         for line in message[1:40]:
             if "MalformedStompError" in line or "Malformed STOMP" in line:
                 print(f"  {line.strip()}", file=sys.stderr)
         return 1
-    finally:
-        spark.stop()
     return 0
 
 

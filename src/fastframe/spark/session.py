@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any, Dict, Optional
+
+from ._cluster import ENV_NAME, SHIPPED_PYTHON, driver_link_dir, python_settings
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -34,6 +38,17 @@ def _quiet_log4j_file() -> str:
     return path
 
 
+def _start_in(folder: str, builder: Any) -> Any:
+    # the JVM keeps the working folder it starts in; this process goes back to its own at once
+    atexit.register(shutil.rmtree, folder, True)  # a link only: rmtree removes it, not what it leads to
+    here = os.getcwd()
+    os.chdir(folder)
+    try:
+        return builder.getOrCreate()
+    finally:
+        os.chdir(here)
+
+
 def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
 
@@ -44,6 +59,7 @@ def get_session(
     quiet: bool = True,
     conf: Optional[Dict[str, str]] = None,
     register_source: bool = True,
+    ship_env: Optional[str] = None,
 ) -> Any:
     """A SparkSession with the ``stomp`` source registered.
 
@@ -55,9 +71,17 @@ def get_session(
     this very interpreter (``PYSPARK_PYTHON`` = ``sys.executable``, else they
     may start another Python that lacks pyarrow and fastframe), everything
     binds to 127.0.0.1, the UI is off, and (with ``quiet``) Spark's own
-    logging shows errors only. For a cluster master nothing of that is forced:
-    the driver must be reachable, and the nodes need fastframe installed (see
-    the README).
+    logging shows errors only. For any other master the executors run the
+    Python the user named (``spark.pyspark.python`` in ``conf``, else
+    ``PYSPARK_PYTHON``), else this interpreter's path, which the nodes must
+    have with fastframe installed; the source's Python on the driver follows
+    (see :func:`fastframe.spark._cluster.python_settings`).
+
+    ``ship_env``, a packed environment (``venv-pack``, ``conda-pack``), is
+    sent to the executors instead (``spark.archives``) and they run its
+    ``bin/python3``; the driver's JVM then starts in a folder where that
+    relative path leads to this interpreter's environment, so paths given to
+    Spark later must be absolute. The session must not exist yet.
     """
     from pyspark.sql import SparkSession
 
@@ -77,12 +101,22 @@ def get_session(
                 "spark.sql.shuffle.partitions": str(max(2, 2 * (os.cpu_count() or 1))),
             }
         )
+    else:
+        if ship_env is not None:
+            os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = SHIPPED_PYTHON
+        else:
+            os.environ.update(python_settings(conf or {}, os.environ, sys.executable))
     if quiet:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log4j_file()}"
     settings.update(conf or {})
+    if ship_env is not None and not local:
+        settings["spark.archives"] = ",".join(filter(None, [settings.get("spark.archives"), f"{ship_env}#{ENV_NAME}"]))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    if ship_env is not None and not local:
+        spark = _start_in(driver_link_dir(), builder)
+    else:
+        spark = builder.getOrCreate()
     if quiet:
         spark.sparkContext.setLogLevel("ERROR")
     if register_source:

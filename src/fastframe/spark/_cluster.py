@@ -1,0 +1,207 @@
+"""What a job needs beyond one machine: the Python the executors run, a shipped environment, a check.
+
+Which Python runs where (PySpark 4.x, a session started from Python, as
+``fastframe convert`` and :func:`~fastframe.spark.get_session` do): the
+driver process's environment variables decide, not the nodes' and not
+``spark.pyspark.python`` given to the builder (the JVM is already running by
+then). ``PYSPARK_PYTHON`` names the executors' Python for RDD code and for an
+explicitly registered source; ``PYSPARK_DRIVER_PYTHON`` (else
+``PYSPARK_PYTHON``) names the Python of the auto-registered ``stomp`` source,
+on the driver (planning) *and* on the executors (reading). A relative path
+such as ``./env/bin/python`` is resolved in each JVM's working folder: the
+executors' (where ``spark.archives`` unpacks) and the driver's.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+__all__ = [
+    "ENV_NAME",
+    "SHIPPED_PYTHON",
+    "ExecutorProblem",
+    "check_executors",
+    "driver_link_dir",
+    "pack_env",
+    "python_settings",
+    "tasks_per_executor",
+]
+
+# the folder name a shipped environment unpacks to, in the executors' and (as a link) the driver's working folder
+ENV_NAME = "fastframe-env"
+SHIPPED_PYTHON = f"./{ENV_NAME}/bin/python3"
+ARCHIVE_ENDINGS = (".tar.gz", ".tgz", ".tar", ".zip")
+# what a read task imports; fastframe._codec_c is checked apart (without it the pure-Python twin runs, slowly)
+NEEDED_MODULES = ("pyarrow", "fastframe", "fastframe.spark._read", "pyspark_stomp")
+
+
+class ExecutorProblem(RuntimeError):
+    """The executors cannot run the job's Python; the message says what is missing and what to set."""
+
+
+def python_settings(conf: Mapping[str, str], environ: Mapping[str, str], executable: str) -> Dict[str, str]:
+    """The ``PYSPARK_PYTHON`` and ``PYSPARK_DRIVER_PYTHON`` a cluster session needs.
+
+    What the user set wins: the Spark settings ``spark.pyspark.python`` and
+    ``spark.pyspark.driver.python`` first (exported, since PySpark reads only
+    the variables when it starts from Python), then the variables; anything
+    unset becomes ``executable`` (the interpreter running the driver, whose
+    path the nodes must have, with the same packages).
+    """
+    python = conf.get("spark.pyspark.python") or environ.get("PYSPARK_PYTHON") or executable
+    driver = conf.get("spark.pyspark.driver.python") or environ.get("PYSPARK_DRIVER_PYTHON")
+    if not driver:
+        # the auto-registered source runs PYSPARK_DRIVER_PYTHON on the executors too: keep it their Python
+        driver = python if (conf.get("spark.pyspark.python") or environ.get("PYSPARK_PYTHON")) else executable
+    return {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": driver}
+
+
+def driver_link_dir(prefix: Optional[str] = None) -> str:
+    """A new folder holding ``fastframe-env``, a link to this interpreter's environment.
+
+    The driver's JVM starts in it, so that ``./fastframe-env/bin/python3``
+    (the shipped environment on the executors) is the driver's own Python
+    there: the source's planning runs on the driver with the same path.
+    """
+    prefix = prefix or sys.prefix
+    folder = tempfile.mkdtemp(prefix="fastframe-driver-")
+    link = os.path.join(folder, ENV_NAME)
+    if os.path.exists(os.path.join(prefix, "bin", "python3")):
+        # linking the whole prefix keeps a virtual environment's pyvenv.cfg beside bin/
+        os.symlink(prefix, link)
+    else:
+        os.makedirs(os.path.join(link, "bin"))
+        os.symlink(sys.executable, os.path.join(link, "bin", "python3"))
+    return folder
+
+
+def pack_env(source: Optional[str], workdir: str) -> str:
+    """A packed environment to ship: ``source`` itself when it is an archive, else ``source`` packed by venv-pack.
+
+    ``source`` None packs the environment of this interpreter. The result is
+    an archive Spark unpacks on the executors (``spark.archives``).
+    """
+    if source is not None and os.path.isfile(source):
+        if not source.endswith(ARCHIVE_ENDINGS):
+            raise ValueError(f"{source}: a packed environment ends with {', '.join(ARCHIVE_ENDINGS)}")
+        return os.path.abspath(source)
+    prefix = os.path.abspath(source or sys.prefix)
+    if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")):
+        raise ValueError(
+            f"{prefix}: not a virtual environment; give --ship-env a venv folder or an archive made by "
+            "venv-pack or conda-pack"
+        )
+    try:
+        import venv_pack  # type: ignore[import-untyped]
+    except ImportError:
+        raise ValueError("packing an environment needs venv-pack (pip install venv-pack)") from None
+    output = os.path.join(workdir, f"{ENV_NAME}.tar")
+    try:
+        # uncompressed: packing and unpacking are several times faster, and it travels on the cluster's network
+        venv_pack.pack(prefix=prefix, output=output, format="tar", force=True)
+    except venv_pack.VenvPackException as exc:
+        raise ValueError(f"venv-pack cannot pack {prefix}: {exc}") from None
+    return output
+
+
+def _probe_function() -> Any:
+    needed = NEEDED_MODULES
+
+    # a function made in here is pickled by value (its code, not its module's name), and it imports nothing
+    # but the standard library before its checks: a missing fastframe is reported, not raised while unpickling
+    def probe(_: Any) -> Any:
+        import importlib
+        import os
+        import socket
+        import sys
+
+        result: Dict[str, Any] = {
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "cwd": os.getcwd(),
+            "python": sys.executable,
+            "prefix": sys.prefix,
+            "version": "%d.%d.%d" % sys.version_info[:3],
+            "missing": None,
+            "codec": None,
+        }
+        for name in needed:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                result["missing"] = (getattr(exc, "name", None) or name, f"{type(exc).__name__}: {exc}")
+                break
+        if result["missing"] is None:
+            result["codec"] = importlib.import_module("fastframe").IMPLEMENTATION
+        yield result
+
+    return probe
+
+
+def _java_error_reason(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("Cannot run program", "PYTHON_VERSION_MISMATCH", "ModuleNotFoundError", "ImportError"):
+        for line in text.splitlines():
+            if marker in line:
+                return line.strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def check_executors(spark: Any, python: str, tasks: Optional[int] = None) -> List[Dict[str, Any]]:
+    """Run one small task per core and check that the executors' Python can import what a read needs.
+
+    Returns what each task saw (host, pid, working folder, python, version,
+    codec); raises :class:`ExecutorProblem` with one clear sentence when a
+    module is missing or the Python does not start.
+    """
+    sc = spark.sparkContext
+    count = tasks or max(2, sc.defaultParallelism)
+    fix = (
+        f"the executors run {python!r}; point spark.pyspark.python (or PYSPARK_PYTHON on the driver) at a Python "
+        "with fastframe[spark] installed on every node, or ship this environment with --ship-env"
+    )
+    try:
+        seen: List[Dict[str, Any]] = sc.parallelize(range(count), count).mapPartitions(_probe_function()).collect()
+    except Exception as exc:
+        raise ExecutorProblem(f"the executors' Python failed: {_java_error_reason(exc)}; {fix}") from None
+    for item in seen:
+        if item["missing"] is not None:
+            module, error = item["missing"]
+            raise ExecutorProblem(
+                f"the executors' Python ({item['python']} on {item['host']}) cannot import {module} ({error}); {fix}"
+            )
+    return seen
+
+
+def _seq(scala_seq: Any) -> List[Any]:
+    return [scala_seq.apply(i) for i in range(scala_seq.size())]
+
+
+def tasks_per_executor(spark: Any, job_group: str) -> Optional[Dict[str, Tuple[str, int]]]:
+    """For the jobs of ``job_group``: executor id -> (host:port, successful tasks), from Spark's status store.
+
+    None when Spark's internals do not answer (the store is not public API).
+    In cluster mode the driver runs no task, so its id (``driver``) is absent.
+    """
+    sc = spark.sparkContext
+    tracker = sc.statusTracker()
+    try:
+        jsc = sc._jsc.sc()
+        jsc.listenerBus().waitUntilEmpty()
+        store = jsc.statusStore()
+        hosts = {e.id(): e.hostPort() for e in _seq(store.executorList(False))}
+        counts: Dict[str, int] = {}
+        for job_id in tracker.getJobIdsForGroup(job_group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                for attempt in _seq(store.stageAttempts(stage_id)):
+                    for task in _seq(store.taskList(stage_id, attempt.attemptId(), 1 << 30)):
+                        if task.status() == "SUCCESS":
+                            counts[task.executorId()] = counts.get(task.executorId(), 0) + 1
+    except Exception:
+        return None
+    return {executor: (hosts.get(executor, "?"), n) for executor, n in sorted(counts.items())}
