@@ -98,6 +98,8 @@ class ConnectionCore:
         self._held: Optional[bytearray] = None  # (server) bytes after CONNECT, until accept()
         self._backlog = b""  # (server) those bytes, to decode at the next receive_data()
         self._ids = itertools.count(1)
+        #: The frame behind the bytes the last sending method returned (for logging hooks).
+        self.last_frame: Optional[Any] = None
 
     # ------------------------------------------------------------------ public helpers
 
@@ -132,6 +134,13 @@ class ConnectionCore:
             return b""
         timer.sent(now)
         return b"\n"
+
+    def keepalive(self, now: float) -> None:
+        """Count the peer as alive at ``now`` without data: for a transport that paused reading, the
+        silence was ours (what the peer sent waited unread), so it must not count against the peer."""
+        timer = self._note_now(now)
+        if timer is not None:
+            timer.received(now)
 
     def peer_silent(self, now: float) -> bool:
         """Whether the peer sent nothing for longer than its heart-beat interval times the grace."""
@@ -295,6 +304,7 @@ class ConnectionCore:
             raise LocalProtocolError(f"cannot encode {command}: {exc}", frame) from exc
         if receipt is not None:
             self.pending_receipts[receipt] = command
+        self.last_frame = frame
         return frame, data
 
     def _forget_subscription(self, sub_id: str) -> None:

@@ -1,0 +1,48 @@
+"""fastframe.aio: a STOMP client for asyncio (standard library only), on :mod:`fastframe.protocol`.
+
+API summary::
+
+    async with fastframe.aio.connect(host, port, *, ssl=None, login=None, passcode=None,
+            host_header=None, versions=("1.0", "1.1", "1.2"), heartbeat=(cx, cy), timeout=10.0,
+            connect_timeout=10.0, max_queue=100, reconnect=Reconnect(...), servers=[(h, p), ...],
+            frame_hook=None, wire_hook=None, **ClientConnection options) as client:
+        await client.send(destination, body, headers=None, *, content_type=None, transaction=None,
+                          receipt=False, timeout=None)
+        async with await client.subscribe(destination, ack="client-individual") as sub:
+            async for message in sub:          # Message: frame, body, headers, get(), text()
+                await message.ack()            # or nack(); also message.ack(transaction=tx.id)
+        async with client.transaction() as tx: # BEGIN; COMMIT on exit, ABORT if the block raises
+            await tx.send(destination, body)
+        await client.disconnect(timeout=...)   # DISCONNECT with a receipt, then close (also on exit)
+
+Every wait has a deadline (``asyncio.TimeoutError``); when the connection drops every waiter
+fails at once with :class:`ConnectionClosedError` (``ServerError`` for an ERROR frame,
+``HeartbeatTimeout`` for a silent server), after the messages that arrived before it.
+Heart-beats are sent and checked by the transport, never by user code. A full subscription queue
+pauses reading from the socket (``client.session.is_reading()``) until half of it is consumed.
+``Reconnect(attempts, initial_delay, max_delay, factor, jitter)`` retries the servers with
+backoff; success means CONNECTED arrived; subscriptions are re-established with the same ids.
+``frame_hook(direction, frame_or_None)`` sees every frame in and out; ``wire_hook(direction,
+bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``.
+"""
+
+from __future__ import annotations
+
+from ._client import Client, Reconnect, connect
+from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
+from ._subscription import Message, Subscription, Transaction
+from ._transport import Session
+
+__all__ = [
+    "Client",
+    "ConnectionClosedError",
+    "HeartbeatTimeout",
+    "Message",
+    "Reconnect",
+    "ServerError",
+    "Session",
+    "StaleMessageError",
+    "Subscription",
+    "Transaction",
+    "connect",
+]

@@ -1,0 +1,397 @@
+"""The asyncio client: ``async with connect(...) as client``; send, subscribe, transactions, reconnect."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import ssl as _ssl
+from dataclasses import dataclass
+from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
+
+from ..protocol import ClientConnection, Event, LocalProtocolError
+from ..protocol import Message as MessageEvent
+from ..protocol._core import Headers, header_list
+from ._errors import ConnectionClosedError, ServerError, StaleMessageError
+from ._subscription import Message, Subscription, Transaction
+from ._transport import FrameHook, Session, SessionEnded, WireHook
+
+__all__ = ["Client", "Reconnect", "connect"]
+
+
+@dataclass(frozen=True)
+class Reconnect:
+    """Reconnect policy: exponential backoff with jitter over the servers, ``attempts`` in a row (None: forever)."""
+
+    attempts: Optional[int] = None
+    initial_delay: float = 0.1
+    max_delay: float = 10.0
+    factor: float = 2.0
+    jitter: float = 0.5  # each delay is multiplied by a random factor in [1 - jitter, 1]
+
+    def delays(self, rng: random.Random) -> Iterator[float]:
+        """The wait before each attempt: 0 first, then growing to ``max_delay``."""
+        delay, count = self.initial_delay, 0
+        yield 0.0
+        while self.attempts is None or count < self.attempts - 1:
+            count += 1
+            yield min(delay, self.max_delay) * (1.0 - self.jitter * rng.random())
+            delay *= self.factor
+
+
+class Client:
+    """A STOMP client over asyncio; make one with :func:`connect`."""
+
+    def __init__(
+        self,
+        servers: Sequence[Tuple[str, int]],
+        *,
+        ssl: Optional[_ssl.SSLContext],
+        login: Optional[str],
+        passcode: Optional[str],
+        host_header: Optional[str],
+        versions: Sequence[str],
+        heartbeat: Tuple[int, int],
+        timeout: float,
+        connect_timeout: float,
+        max_queue: int,
+        reconnect: Optional[Reconnect],
+        frame_hook: Optional[FrameHook],
+        wire_hook: Optional[WireHook],
+        rng: Optional[random.Random],
+        options: Dict[str, Any],
+    ) -> None:
+        if not servers:
+            raise ValueError("at least one server is needed")
+        self.servers = list(servers)
+        self._ssl = ssl
+        self._credentials = (login, passcode)
+        self._host_header = host_header
+        self._versions = tuple(versions)
+        self._heartbeat = heartbeat
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.max_queue = max_queue
+        self.reconnect_policy = reconnect
+        self._hooks = (frame_hook, wire_hook)
+        self._rng = rng or random.Random()
+        self._options = options
+        self._session: Optional[Session] = None
+        self._subscriptions: Dict[str, Subscription] = {}
+        self._ready = asyncio.Event()  # set while a session is connected
+        self._closing = False
+        self._reconnector: Optional[asyncio.Task[None]] = None
+        self._error: Optional[BaseException] = None
+        self._ids = 0
+        #: How many sessions reached CONNECTED (1 after connect, +1 per reconnect).
+        self.connections = 0
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a session is connected now."""
+        return self._session is not None and self._session.conn.connected and not self._session.closed.done()
+
+    @property
+    def version(self) -> Optional[str]:
+        """The negotiated STOMP version of the current session."""
+        return None if self._session is None else self._session.conn.version
+
+    @property
+    def session(self) -> Optional[Session]:
+        """The current :class:`Session` (transport machinery; ``session.is_reading()`` shows flow control)."""
+        return self._session
+
+    def _new_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}{self._ids}"
+
+    # ------------------------------------------------------------------ connecting
+
+    async def _start(self) -> None:
+        await self._connect_any(Reconnect(attempts=1) if self.reconnect_policy is None else self.reconnect_policy)
+
+    async def _connect_any(self, policy: Reconnect) -> None:
+        last: Optional[BaseException] = None
+        for delay in policy.delays(self._rng):
+            await asyncio.sleep(delay)
+            for host, port in self.servers:
+                if self._closing:
+                    raise ConnectionClosedError("the client was closed")
+                try:
+                    await self._open(host, port)
+                    return
+                except (OSError, asyncio.TimeoutError, ConnectionClosedError) as exc:
+                    if isinstance(exc, ServerError):
+                        raise  # refused (bad login, version): retrying will not help
+                    last = exc
+        raise ConnectionClosedError(f"could not connect to any of {self.servers}: {last}") from last
+
+    async def _open(self, host: str, port: int) -> None:
+        conn = ClientConnection(**self._options)
+        session = Session(conn, self._on_event, frame_hook=self._hooks[0], wire_hook=self._hooks[1])
+        login, passcode = self._credentials
+        data = conn.connect(
+            self._host_header or host,
+            login=login,
+            passcode=passcode,
+            heartbeat=self._heartbeat,
+            versions=self._versions,
+        )
+        await asyncio.wait_for(
+            session.open(host, port, data, ssl=self._ssl, server_hostname=host), self.connect_timeout
+        )  # success means CONNECTED arrived, not that TCP connected
+        self._session = session
+        self.connections += 1
+        for sub in self._subscriptions.values():  # re-establish, with the same ids
+            sub._drop_stale(session)
+            session.write(conn.subscribe(sub.id, sub.destination, ack=sub.ack, headers=sub.headers))
+        session.closed.add_done_callback(lambda _: self._session_ended(session))
+        self._ready.set()
+
+    def _session_ended(self, session: Session) -> None:
+        if session is not self._session:
+            return
+        self._ready.clear()
+        cause = session.error
+        if self._closing or cause is None or isinstance(cause, ServerError) or self.reconnect_policy is None:
+            self._end(cause)
+        elif self._reconnector is None or self._reconnector.done():
+            self._reconnector = asyncio.get_running_loop().create_task(self._reconnect(cause))
+
+    async def _reconnect(self, cause: BaseException) -> None:
+        assert self.reconnect_policy is not None
+        try:
+            await self._connect_any(self.reconnect_policy)
+        except asyncio.CancelledError:
+            self._end(cause)
+            raise
+        except BaseException as exc:
+            self._end(exc)
+
+    def _end(self, cause: Optional[BaseException]) -> None:
+        """The client is over: iterators stop (clean) or raise, waiters fail."""
+        self._closing = True
+        if cause is not None and not isinstance(cause, ConnectionClosedError):
+            error = ConnectionClosedError(f"the connection was lost: {cause}")
+            error.__cause__ = cause
+            cause = error
+        self._error = cause
+        for sub in self._subscriptions.values():
+            sub._finish(cause)
+        self._ready.set()  # wake senders waiting for a reconnect: they see the error
+
+    def _on_event(self, event: Event) -> None:
+        if isinstance(event, MessageEvent):
+            sub = self._subscriptions.get(event.subscription or "")
+            if sub is not None and self._session is not None:
+                sub._put(Message(event, self, self._session))
+        elif isinstance(event, SessionEnded):
+            pass  # handled by _session_ended, once the session's future is done
+
+    async def _live(self, timeout: float) -> Session:
+        """The connected session, waiting (at most ``timeout``) while a reconnect runs."""
+        while True:
+            if self._error is not None or (self._closing and not self.is_connected):
+                raise self._error or ConnectionClosedError("the client is closed")
+            if self.is_connected and self._session is not None:
+                return self._session
+            await asyncio.wait_for(self._ready.wait(), timeout)
+
+    async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> Session:
+        """Build a frame on the live session, write it, drain, and wait for its receipt if asked."""
+        limit = self.timeout if timeout is None else timeout
+
+        async def run() -> Session:
+            session = await self._live(limit)
+            receipt_id = session.conn.new_id("r-") if receipt else None
+            data = build(session.conn, receipt_id)
+            waiter = session.expect_receipt(receipt_id) if receipt_id is not None else None
+            session.write(data)
+            await session.drain()
+            if waiter is not None:
+                await waiter
+            return session
+
+        return await asyncio.wait_for(run(), limit)
+
+    # ------------------------------------------------------------------ the API
+
+    async def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """SEND; with ``receipt=True`` wait (at most ``timeout`` s) until the server confirms it."""
+        await self._request(
+            lambda conn, rid: conn.send(
+                destination, body, headers, content_type=content_type, transaction=transaction, receipt=rid
+            ),
+            receipt,
+            timeout,
+        )
+
+    async def subscribe(
+        self,
+        destination: str,
+        *,
+        ack: str = "auto",
+        headers: Headers = None,
+        id: Optional[str] = None,
+        max_queue: Optional[int] = None,
+        receipt: bool = True,
+        timeout: Optional[float] = None,
+    ) -> Subscription:
+        """SUBSCRIBE and return the :class:`Subscription` (an async iterator of :class:`Message`)."""
+        sub_id = id or self._new_id("sub-")
+        if sub_id in self._subscriptions:
+            raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
+        pairs = header_list(headers)
+        sub = Subscription(self, sub_id, destination, ack, pairs, max_queue or self.max_queue)
+        self._subscriptions[sub_id] = sub
+        try:
+            await self._request(
+                lambda conn, rid: conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid),
+                receipt,
+                timeout,
+            )
+        except BaseException:
+            self._subscriptions.pop(sub_id, None)
+            raise
+        return sub
+
+    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Optional[float]) -> None:
+        if self._subscriptions.pop(sub.id, None) is None:
+            return
+        sub._finish(None)
+        if self._session is not None:
+            self._session.resume_reading(sub)
+        await self._request(lambda conn, rid: conn.unsubscribe(sub.id, receipt=rid), receipt, timeout)
+
+    def _resume(self, sub: Subscription) -> None:
+        if self._session is not None:
+            self._session.resume_reading(sub)
+
+    async def _settle(
+        self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
+    ) -> None:
+        if message._session is not self._session or not self.is_connected:
+            raise StaleMessageError(f"cannot {command} a message of an earlier connection; it will be redelivered")
+        method = ClientConnection.ack if command == "ACK" else ClientConnection.nack
+        await self._request(
+            lambda conn, rid: method(conn, message.event, transaction=transaction, receipt=rid), receipt, timeout
+        )
+
+    def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
+        """``async with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
+        return Transaction(self, id or self._new_id("tx-"), timeout)
+
+    async def _tx(self, command: str, tx: str, timeout: Optional[float]) -> None:
+        methods = {"BEGIN": ClientConnection.begin, "COMMIT": ClientConnection.commit, "ABORT": ClientConnection.abort}
+        await self._request(lambda conn, rid: methods[command](conn, tx, receipt=rid), command != "BEGIN", timeout)
+
+    async def disconnect(self, *, timeout: Optional[float] = None) -> None:
+        """DISCONNECT with a receipt (so everything sent before was processed), then close the socket."""
+        limit = self.timeout if timeout is None else timeout
+        if self._reconnector is not None:
+            self._reconnector.cancel()
+        session = self._session
+        if not self.is_connected or session is None:
+            self._closing = True
+            self._end(self._error)
+            return
+        self._closing = True
+        try:
+            await self._request(lambda conn, rid: conn.disconnect(receipt=rid), True, limit)
+        finally:
+            session.close()
+            await session.wait_closed(limit)
+            self._end(None if session.error is None else session.error)
+
+    async def close(self) -> None:
+        """Close the socket now, without DISCONNECT."""
+        self._closing = True
+        if self._reconnector is not None:
+            self._reconnector.cancel()
+        if self._session is not None:
+            self._session.abort(ConnectionClosedError("closed by the client"))
+            await self._session.wait_closed(self.timeout)
+        self._end(self._error or ConnectionClosedError("closed by the client"))
+
+    async def wait_closed(self) -> Optional[BaseException]:
+        """Wait until the client is over (no reconnect left); return the cause (``None``: disconnected)."""
+        while not (self._closing and (self._session is None or self._session.closed.done())):
+            session = self._session
+            if session is not None:
+                await asyncio.shield(session.closed)
+            await asyncio.sleep(0)
+            if self._reconnector is not None and not self._reconnector.done():
+                await asyncio.shield(self._reconnector)
+        return self._error
+
+
+class _Connector:
+    """What :func:`connect` returns: ``async with`` it, or ``await`` it."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._connect().__await__()
+
+    async def _connect(self) -> Client:
+        await self._client._start()
+        return self._client
+
+    async def __aenter__(self) -> Client:
+        return await self._connect()
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Any) -> None:
+        if exc_type is None and self._client.is_connected:
+            await self._client.disconnect()
+        else:
+            await self._client.close()
+
+
+def connect(
+    host: str = "127.0.0.1",
+    port: int = 61613,
+    *,
+    ssl: Optional[_ssl.SSLContext] = None,
+    login: Optional[str] = None,
+    passcode: Optional[str] = None,
+    host_header: Optional[str] = None,
+    versions: Sequence[str] = ("1.0", "1.1", "1.2"),
+    heartbeat: Tuple[int, int] = (0, 0),
+    timeout: float = 10.0,
+    connect_timeout: float = 10.0,
+    max_queue: int = 100,
+    reconnect: Optional[Reconnect] = None,
+    servers: Optional[Sequence[Tuple[str, int]]] = None,
+    frame_hook: Optional[FrameHook] = None,
+    wire_hook: Optional[WireHook] = None,
+    rng: Optional[random.Random] = None,
+    **options: Any,
+) -> _Connector:
+    """Connect to a STOMP server: ``async with connect(host, port) as client`` (or ``await connect(...)``).
+
+    Success means CONNECTED arrived within ``connect_timeout``. ``servers`` lists more
+    ``(host, port)`` pairs tried in order after ``(host, port)``; ``reconnect`` (a :class:`Reconnect`)
+    retries them with backoff, also after the connection drops, and re-subscribes. ``timeout``
+    bounds receipts, drains and waits for a reconnect. ``options`` go to
+    :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,
+    decoder limits and tolerances).
+    """
+    all_servers: List[Tuple[str, int]] = [(host, port), *(servers or ())]
+    client = Client(
+        all_servers, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
+        heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
+        reconnect=reconnect, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng, options=options,
+    )  # fmt: skip
+    return _Connector(client)

@@ -1,0 +1,217 @@
+"""What subscriptions yield, the subscriptions themselves (bounded queues), and transactions."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple, Type, Union
+
+from .. import spec
+from ..protocol import Message as MessageEvent
+from ._errors import ConnectionClosedError
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._client import Client
+    from ._transport import Session
+
+__all__ = ["Message", "Subscription", "Transaction"]
+
+
+class Message:
+    """A MESSAGE delivered to a subscription: ``frame``, ``body`` (bytes), header lookups, ``ack()``/``nack()``."""
+
+    __slots__ = ("event", "_client", "_session")
+
+    def __init__(self, event: MessageEvent, client: Client, session: Session) -> None:
+        self.event = event
+        self._client = client
+        self._session = session
+
+    @property
+    def frame(self) -> Any:
+        """The :class:`fastframe.Frame` as received."""
+        return self.event.frame
+
+    @property
+    def body(self) -> bytes:
+        """The body, NULs included."""
+        return self.event.body
+
+    @property
+    def headers(self) -> Tuple[Tuple[str, str], ...]:
+        """The headers in wire order, repeats kept."""
+        return tuple(self.event.frame.headers)
+
+    @property
+    def destination(self) -> Optional[str]:
+        """The ``destination`` header."""
+        return self.event.destination
+
+    @property
+    def message_id(self) -> Optional[str]:
+        """The ``message-id`` header."""
+        return self.event.message_id
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """The first value of header ``name``."""
+        value = self.event.frame.get(name)
+        return default if value is None else str(value)
+
+    def text(self, default_charset: Optional[str] = None) -> str:
+        """The body decoded by its content-type (see :func:`fastframe.spec.body_text`)."""
+        return spec.body_text(self.event.frame, default_charset)
+
+    async def ack(
+        self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
+    ) -> None:
+        """Acknowledge (``client`` mode: this and the older messages of the subscription)."""
+        await self._client._settle("ACK", self, transaction, receipt, timeout)
+
+    async def nack(
+        self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
+    ) -> None:
+        """Refuse the message (STOMP 1.1 and later)."""
+        await self._client._settle("NACK", self, transaction, receipt, timeout)
+
+    def __repr__(self) -> str:
+        return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
+
+
+class Subscription:
+    """An async iterator of :class:`Message`; ``async with`` unsubscribes on exit.
+
+    The queue holds at most ``max_queue`` messages: when it is full the client stops reading the
+    socket and reads again once half of it is consumed, so memory stays bounded.
+    """
+
+    def __init__(
+        self, client: Client, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
+    ) -> None:
+        if max_queue < 1:
+            raise ValueError("max_queue must be at least 1")
+        self.id = id
+        self.destination = destination
+        self.ack = ack
+        self.headers = headers
+        self.max_queue = max_queue
+        self._client = client
+        self._queue: Deque[Message] = collections.deque()
+        self._waiter: Optional[asyncio.Future[None]] = None
+        self._end: Optional[BaseException] = None
+        self._ended = False
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def _put(self, message: Message) -> None:
+        self._queue.append(message)
+        if len(self._queue) >= self.max_queue:
+            message._session.pause_reading(self)
+        self._wake()
+
+    def _finish(self, error: Optional[BaseException]) -> None:
+        """No more messages: iteration stops (``error`` None) or raises ``error`` once the queue is empty."""
+        self._ended, self._end = True, error
+        self._wake()
+
+    def _drop_stale(self, session: Session) -> None:
+        """After a reconnect: drop unacknowledged messages of the old session; the broker redelivers them."""
+        if self.ack != "auto":
+            self._queue = collections.deque(m for m in self._queue if m._session is session)
+        if len(self._queue) >= self.max_queue:
+            session.pause_reading(self)
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Message:
+        try:
+            return await self.get()
+        except _Ended:
+            raise StopAsyncIteration from None
+
+    async def get(self, *, timeout: Optional[float] = None) -> Message:
+        """The next message; waits at most ``timeout`` seconds (``asyncio.TimeoutError``)."""
+        while not self._queue:
+            if self._ended:
+                if self._end is not None:
+                    raise self._end
+                raise _Ended("the subscription ended")
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await asyncio.wait_for(self._waiter, timeout)
+            finally:
+                self._waiter = None
+        message = self._queue.popleft()
+        if len(self._queue) <= self.max_queue // 2:
+            self._client._resume(self)
+        return message
+
+    async def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+        """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""
+        await self._client._unsubscribe(self, receipt, timeout)
+
+    async def __aenter__(self) -> Subscription:
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if not self._ended and self._client.is_connected:
+            try:
+                await self.unsubscribe()
+            except ConnectionClosedError:
+                pass
+
+
+class _Ended(ConnectionClosedError):
+    """Internal: a subscription ended cleanly."""
+
+
+class Transaction:
+    """A transaction: BEGIN on entry, COMMIT on a normal exit, ABORT when the block raises."""
+
+    def __init__(self, client: Client, id: str, timeout: Optional[float]) -> None:
+        self.id = id
+        self._client = client
+        self._timeout = timeout
+
+    async def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Optional[Dict[str, str]] = None,
+        *,
+        content_type: Optional[str] = None,
+    ) -> None:
+        """SEND inside the transaction."""
+        await self._client.send(destination, body, headers, content_type=content_type, transaction=self.id)
+
+    async def ack(self, message: Message) -> None:
+        """ACK inside the transaction."""
+        await message.ack(transaction=self.id)
+
+    async def nack(self, message: Message) -> None:
+        """NACK inside the transaction."""
+        await message.nack(transaction=self.id)
+
+    async def __aenter__(self) -> Transaction:
+        await self._client._tx("BEGIN", self.id, self._timeout)
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if exc_type is None:
+            await self._client._tx("COMMIT", self.id, self._timeout)
+        elif self._client.is_connected:
+            try:
+                await self._client._tx("ABORT", self.id, self._timeout)
+            except ConnectionClosedError:
+                pass

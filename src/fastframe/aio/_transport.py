@@ -1,0 +1,321 @@
+"""The machinery under the asyncio client: reading, writing, heart-beats, receipts, flow control.
+
+One :class:`Session` per TCP connection. The socket's read side is a plain :class:`asyncio.Protocol`
+(:class:`_Reader`, alone so it can become a ``BufferedProtocol``); every write goes through
+:meth:`Session.write` in the loop's thread, so there is one writer; heart-beats are sent and
+checked by a task of their own, beside user code, never inside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl as _ssl
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+
+from ..protocol import (
+    ClientConnection,
+    Connected,
+    Error,
+    Event,
+    FrameEvent,
+    HeartbeatReceived,
+    ProtocolError,
+    Receipt,
+)
+from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
+
+__all__ = ["Session", "FrameHook", "WireHook"]
+
+#: ``frame_hook(direction, frame)``: "in" or "out", a :class:`fastframe.Frame` or ``None`` for a heart-beat.
+FrameHook = Callable[[str, Optional[Any]], None]
+#: ``wire_hook(direction, data)``: the exact bytes read or written.
+WireHook = Callable[[str, bytes], None]
+
+
+class _Reader(asyncio.Protocol):
+    """The reading path: hands each chunk to the session (swap for a BufferedProtocol to skip a copy)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._session._made(transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._session._data(data)
+
+    def eof_received(self) -> Optional[bool]:
+        self._session._eof()
+        return False  # close our side too
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        self._session._lost(exc)
+
+    def pause_writing(self) -> None:
+        self._session._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._session._writable.set()
+
+
+class Session:
+    """One connection: a :class:`ClientConnection` driven over one asyncio transport.
+
+    ``on_event(event)`` receives what the client layer routes (messages); receipts, errors and
+    heart-beats are handled here. The session ends once: :attr:`closed` is then done and
+    :attr:`error` holds the cause (``None`` after a clean disconnect).
+    """
+
+    def __init__(
+        self,
+        conn: ClientConnection,
+        on_event: Callable[[Event], None],
+        *,
+        frame_hook: Optional[FrameHook] = None,
+        wire_hook: Optional[WireHook] = None,
+    ) -> None:
+        self.conn = conn
+        self._on_event = on_event
+        self._frame_hook = frame_hook
+        self._wire_hook = wire_hook
+        self._loop = asyncio.get_running_loop()
+        self.transport: Optional[asyncio.Transport] = None
+        self.connected: asyncio.Future[Connected] = self._loop.create_future()
+        self.closed: asyncio.Future[None] = self._loop.create_future()
+        self.error: Optional[BaseException] = None
+        self._receipts: Dict[str, asyncio.Future[Receipt]] = {}
+        self._writable = asyncio.Event()
+        self._writable.set()
+        self._pauses: Set[object] = set()
+        self._ticker: Optional[asyncio.Task[None]] = None
+        self._ending = False
+
+    # ------------------------------------------------------------------ opening
+
+    async def open(
+        self,
+        host: str,
+        port: int,
+        connect_frame: bytes,
+        *,
+        ssl: Optional[_ssl.SSLContext],
+        server_hostname: Optional[str],
+    ) -> Connected:
+        """TCP (and TLS) connect, send CONNECT, wait for CONNECTED (the caller bounds the wait)."""
+        try:
+            await self._loop.create_connection(
+                lambda: _Reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
+            )
+            self.write(connect_frame)
+            return await asyncio.shield(self.connected)
+        except BaseException as exc:
+            self.abort(exc if isinstance(exc, Exception) else ConnectionClosedError("connect cancelled"))
+            raise
+
+    def _made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self._ticker = self._loop.create_task(self._tick())
+
+    # ------------------------------------------------------------------ reading
+
+    def _data(self, data: bytes) -> None:
+        if self._wire_hook is not None:
+            self._wire_hook("in", data)
+        try:
+            events = self.conn.receive_data(data, self._loop.time())
+        except ProtocolError as exc:
+            self._dispatch(exc.events)
+            self.abort(exc)
+            return
+        self._dispatch(events)
+
+    def _dispatch(self, events: List[Event]) -> None:
+        for event in events:
+            if self._frame_hook is not None:
+                self._frame_hook("in", event.frame if isinstance(event, FrameEvent) else None)
+            if isinstance(event, HeartbeatReceived):
+                continue
+            if isinstance(event, Connected):
+                if not self.connected.done():
+                    self.connected.set_result(event)
+            elif isinstance(event, Receipt):
+                waiter = self._receipts.pop(event.receipt_id, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(event)
+                if event.for_command == "DISCONNECT":
+                    self._ending = True
+            elif isinstance(event, Error):
+                self.abort(ServerError(event.message or "ERROR frame from the server", event.frame))
+                return
+            else:
+                self._on_event(event)
+
+    def _eof(self) -> None:
+        try:
+            events = self.conn.receive_eof()
+        except ProtocolError as exc:
+            self._dispatch(exc.events)
+            self.abort(exc)
+            return
+        self._dispatch(events)
+
+    def _lost(self, exc: Optional[BaseException]) -> None:
+        if not self.closed.done():
+            if exc is None and not self._ending:
+                exc = ConnectionClosedError("the server closed the connection")
+            self._finish(exc)
+
+    # ------------------------------------------------------------------ writing
+
+    def write(self, data: bytes) -> None:
+        """Write bytes the connection produced (one frame or one heart-beat), in call order."""
+        if self.transport is None or self.closed.done() or self.transport.is_closing():
+            raise self._closed_error()
+        if self._frame_hook is not None:
+            self._frame_hook("out", self.conn.last_frame if data.strip(b"\r\n") else None)
+        if self._wire_hook is not None:
+            self._wire_hook("out", data)
+        self.transport.write(data)
+        self.conn.data_sent(self._loop.time())
+
+    async def drain(self) -> None:
+        """Wait until the socket's write buffer is below its high-water mark (or the session ended)."""
+        if self._writable.is_set():
+            return
+        writable = self._loop.create_task(self._writable.wait())
+        try:
+            waits: List[asyncio.Future[Any]] = [writable, self.closed]
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            writable.cancel()
+        if self.closed.done():
+            raise self._closed_error()
+
+    def expect_receipt(self, receipt_id: str) -> asyncio.Future[Receipt]:
+        """A future that the RECEIPT for ``receipt_id`` resolves (fails when the session ends first)."""
+        waiter: asyncio.Future[Receipt] = self._loop.create_future()
+        self._receipts[receipt_id] = waiter
+        return waiter
+
+    # ------------------------------------------------------------------ flow control
+
+    def pause_reading(self, reason: object) -> None:
+        """Stop reading from the socket until every reason given here is resumed."""
+        self._pauses.add(reason)
+        if self.transport is not None and self.transport.is_reading():
+            self.transport.pause_reading()
+
+    def resume_reading(self, reason: object) -> None:
+        """Withdraw one reason to pause; read again when none is left."""
+        self._pauses.discard(reason)
+        if not self._pauses and self.transport is not None and not self.transport.is_closing():
+            if not self.transport.is_reading():
+                self.conn.keepalive(self._loop.time())  # unread bytes waited in the socket: not the peer's silence
+                self.transport.resume_reading()
+
+    def is_reading(self) -> bool:
+        """Whether the socket is being read (False while paused by a full queue)."""
+        return self.transport is not None and self.transport.is_reading()
+
+    # ------------------------------------------------------------------ heart-beats
+
+    async def _tick(self) -> None:
+        waits: List[asyncio.Future[Any]] = [self.connected, self.closed]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        while not self.closed.done():
+            deadline = self.conn.next_deadline()
+            if deadline is None:
+                return  # no heart-beats in either direction
+            planned = deadline
+            delay = max(0.0, deadline - self._loop.time())
+            try:
+                await asyncio.wait_for(asyncio.shield(self.closed), delay)
+                return
+            except asyncio.TimeoutError:
+                pass
+            now = self._loop.time()
+            beat = self.conn.heartbeat_due(now)
+            if beat:
+                try:
+                    self.write(beat)
+                except ConnectionClosedError:
+                    return
+            if self._pauses:
+                self.conn.keepalive(now)  # we are not reading: the peer cannot prove itself
+            elif self.conn.peer_silent(now):
+                await self._settle_reads()
+                now = self._loop.time()
+                if now - planned > self.conn.heartbeat[1] / 2000.0:
+                    self.conn.keepalive(now)  # the loop itself was blocked: we could not have read
+                elif self.conn.peer_silent(now):
+                    interval = self.conn.heartbeat[1]
+                    self.abort(HeartbeatTimeout(f"no data from the server within {interval} ms x grace"))
+                    return
+
+    async def _settle_reads(self) -> None:
+        # let reads that are already waiting in the loop run before judging the peer
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    # ------------------------------------------------------------------ ending
+
+    def abort(self, cause: BaseException) -> None:
+        """End the session now because of ``cause``: every waiter fails at once."""
+        self._finish(cause)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.abort()
+
+    def close(self) -> None:
+        """End the session cleanly (after DISCONNECT's receipt)."""
+        self._ending = True
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    async def wait_closed(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` s) until the socket is closed; abort it if it takes longer."""
+        try:
+            await asyncio.wait_for(asyncio.shield(self.closed), timeout)
+        except asyncio.TimeoutError:
+            self.abort(ConnectionClosedError("the connection did not close in time"))
+
+    def _finish(self, cause: Optional[BaseException]) -> None:
+        if self.closed.done():
+            return
+        self.error = cause
+        error = self._closed_error()
+        waiters: List[asyncio.Future[Any]] = [self.connected, *self._receipts.values()]
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_exception(error)
+                waiter.exception()  # retrieved: a waiter nobody awaits must not warn
+        self._receipts.clear()
+        self.closed.set_result(None)
+        self._writable.set()
+        if self._ticker is not None and self._ticker is not asyncio.current_task():
+            self._ticker.cancel()
+        self._on_event_closed()
+
+    def _on_event_closed(self) -> None:
+        self._on_event(_SessionEnded(self.error))
+
+    def _closed_error(self) -> ConnectionClosedError:
+        cause = self.error
+        if isinstance(cause, ConnectionClosedError):
+            return cause
+        error = ConnectionClosedError(f"the connection is closed: {cause}" if cause else "the connection is closed")
+        error.__cause__ = cause
+        return error
+
+
+class _SessionEnded(Event):
+    """Internal: the session ended (``cause`` is ``None`` after a clean disconnect)."""
+
+    __slots__ = ("cause",)
+
+    def __init__(self, cause: Optional[BaseException]) -> None:
+        self.cause = cause
+
+
+SessionEnded = _SessionEnded
+Address = Tuple[str, int]

@@ -1,0 +1,191 @@
+"""The asyncio client against a fake STOMP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import fastframe
+from fastframe import aio
+from fastframe.protocol import Abort, Ack, Begin, Commit, Send
+
+from .fake_server import FakeServer
+
+
+def test_connect_subscribe_send_receive_ack_disconnect(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, login="u", passcode="p") as client:
+                assert client.version == "1.2" and client.is_connected
+                sub = await client.subscribe("/queue/a", ack="client-individual")
+                body = b"\0binary\0body\0" * 3
+                await client.send("/queue/a", body, {"x-key": "a:b\nc"}, receipt=True)
+                message = await sub.get(timeout=5)
+                assert message.body == body and message.get("x-key") == "a:b\nc"
+                assert message.destination == "/queue/a" and message.frame.command == "MESSAGE"
+                await message.ack(receipt=True)
+            peer = server.peers[0]
+            assert [type(e).__name__ for e in peer.frames][:4] == ["ConnectRequest", "Subscribe", "Send", "Ack"]
+            assert peer.frames[0].login == "u" and peer.frames[-1].command == "DISCONNECT"
+            assert not client.is_connected
+
+    run(main())
+
+
+def test_async_for_ends_cleanly_on_unsubscribe(run):
+    async def main():
+        async with FakeServer() as server, aio.connect("127.0.0.1", server.port) as client:
+            async with await client.subscribe("/t") as sub:
+                for n in range(3):
+                    await client.send("/t", str(n))
+                got = []
+                async for message in sub:
+                    got.append(message.text())
+                    if len(got) == 3:
+                        await sub.unsubscribe()
+            assert got == ["0", "1", "2"]
+
+    run(main())
+
+
+def test_receipt_wait_has_a_deadline(run):
+    async def main():
+        async with FakeServer(answer_receipts=False) as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            with pytest.raises(asyncio.TimeoutError):
+                await client.send("/q", b"x", receipt=True, timeout=0.2)
+            assert client.is_connected  # a late receipt is not a broken connection
+            await client.close()
+
+    run(main())
+
+
+def test_every_waiter_fails_at_once_when_the_connection_drops(run):
+    async def main():
+        async with FakeServer(answer_receipts=False) as server:
+            client = await aio.connect("127.0.0.1", server.port, timeout=60)
+            sub = await client.subscribe("/q", receipt=False)
+            waits = [asyncio.ensure_future(client.send("/other", str(n), receipt=True)) for n in range(3)]
+            reader = asyncio.ensure_future(sub.get())
+            await server.wait_for(lambda: len(server.peers[0].frames) >= 5)
+            server.peers[0].writer.transport.abort()
+            done, pending = await asyncio.wait([*waits, reader], timeout=10)
+            assert not pending  # long before the 60 s receipt timeout
+            for task in done:
+                assert isinstance(task.exception(), aio.ConnectionClosedError)
+            with pytest.raises(aio.ConnectionClosedError):
+                await client.send("/q")
+            await client.close()
+
+    run(main())
+
+
+def test_server_error_frame_fails_waiters_with_the_frame(run):
+    async def main():
+        async with FakeServer(answer_receipts=False) as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            waiter = asyncio.ensure_future(client.send("/q", receipt=True))
+            await server.wait_for(lambda: len(server.peers[0].frames) >= 2)
+            server.peers[0].write(server.peers[0].conn.error("Broken thing", receipt_id=None))
+            with pytest.raises(aio.ServerError) as info:
+                await waiter
+            assert info.value.message == "Broken thing" and info.value.frame.command == "ERROR"
+            await client.close()
+
+    run(main())
+
+
+def test_rejected_connect_raises_server_error(run):
+    async def main():
+        async with FakeServer(reject="Bad CONNECT") as server:
+            with pytest.raises(aio.ServerError, match="Bad CONNECT"):
+                await aio.connect("127.0.0.1", server.port)
+
+    run(main())
+
+
+def test_connect_succeeds_only_when_connected_arrives(run):
+    async def main():
+        async with FakeServer(silent_handshake=True) as server:
+            with pytest.raises(aio.ConnectionClosedError, match="could not connect") as info:
+                await aio.connect("127.0.0.1", server.port, connect_timeout=0.2)
+            assert isinstance(info.value.__cause__, asyncio.TimeoutError)
+
+    run(main())
+
+
+def test_peer_closing_mid_frame_delivers_complete_frames_then_a_clear_error(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            sub = await client.subscribe("/q")
+            peer = server.connected[0]
+            peer.deliver(sub.id, b"one")
+            peer.deliver(sub.id, b"two")
+            peer.write(b"MESSAGE\ndestination:/q\nmessage-id:x\nsubscription:" + sub.id.encode() + b"\n\nhal")
+            await peer.writer.drain()
+            peer.writer.close()
+            assert (await sub.get()).body == b"one" and (await sub.get()).body == b"two"
+            with pytest.raises(aio.ConnectionClosedError) as info:
+                await sub.get()
+            assert "inside a frame" in str(info.value)
+            await client.close()
+
+    run(main())
+
+
+def test_transactions_commit_on_exit_and_abort_on_error(run):
+    async def main():
+        async with FakeServer() as server, aio.connect("127.0.0.1", server.port) as client:
+            async with client.transaction() as tx:
+                await tx.send("/q", b"in tx")
+            with pytest.raises(RuntimeError):
+                async with client.transaction():
+                    raise RuntimeError("boom")
+            await client.send("/q", receipt=True)
+            kinds = [type(e) for e in server.peers[0].frames[1:]]
+            assert kinds == [Begin, Send, Commit, Begin, Abort, Send]
+            assert server.peers[0].frames[2].transaction == server.peers[0].frames[1].transaction
+
+    run(main())
+
+
+def test_frame_and_wire_hooks_see_everything_binary_safe(run):
+    async def main():
+        seen, wire = [], {"in": bytearray(), "out": bytearray()}
+        async with FakeServer() as server:
+            async with aio.connect(
+                "127.0.0.1",
+                server.port,
+                frame_hook=lambda d, f: seen.append((d, None if f is None else f.command, f and f.body)),
+                wire_hook=lambda d, data: wire[d].extend(data),
+            ) as client:
+                sub = await client.subscribe("/q")
+                await client.send("/q", b"a\0b", receipt=True)
+                await sub.get(timeout=5)
+        commands = [(d, c) for d, c, _ in seen if c]
+        assert commands[:3] == [("out", "CONNECT"), ("in", "CONNECTED"), ("out", "SUBSCRIBE")]
+        assert ("in", "MESSAGE", b"a\0b") in seen and ("out", "SEND", b"a\0b") in seen
+        assert commands[-2:] == [("out", "DISCONNECT"), ("in", "RECEIPT")]
+        assert [f.command for f in fastframe.decode(bytes(wire["out"]))] == [c for d, c in commands if d == "out"]
+
+    run(main())
+
+
+def test_stale_ack_after_reconnect_is_refused(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port, reconnect=aio.Reconnect(initial_delay=0.01))
+            sub = await client.subscribe("/q", ack="client", id="keep")
+            server.connected[0].deliver("keep", b"m1")
+            first = await sub.get(timeout=5)
+            server.connected[0].writer.transport.abort()
+            await server.wait_for(lambda: len(server.connected) == 2 and server.connected[1].subscriptions())
+            assert client.connections == 2
+            with pytest.raises(aio.StaleMessageError):
+                await first.ack()
+            assert not any(isinstance(e, Ack) for e in server.connected[1].frames)
+            await client.disconnect()
+
+    run(main())
