@@ -128,6 +128,7 @@ class BrokerCore:
         self.stored_bytes = 0
         self._sessions_opened = 0
         self._message_ids = 0
+        self._after_receipt: List[Callable[[], None]] = []
         self._handlers: Dict[str, Callable[[Session, Any], None]] = {
             "SEND": self._send,
             "SUBSCRIBE": self._subscribe,
@@ -198,6 +199,8 @@ class BrokerCore:
         else:
             handler(session, frame)
         self._receipt(session, frame)
+        while self._after_receipt:  # redeliveries a NACK caused come after its RECEIPT, as in RabbitMQ
+            self._after_receipt.pop(0)()
 
     def _receipt(self, session: Session, frame: Any) -> None:
         receipt = frame.get("receipt")
@@ -382,11 +385,15 @@ class BrokerCore:
             del session.pending[ack_id]
         if sub.destination.startswith("/topic/"):
             for message in messages:  # a topic copy belongs to this subscription only
-                self._deliver(sub, message, True)
+                self._after_receipt.append(lambda m=message: self._redeliver(sub, m))  # type: ignore[misc]
             return
         queue = self.queues[sub.destination]
         self._requeue(queue, messages)
-        self._drain(queue)
+        self._after_receipt.append(lambda: self._drain(queue))
+
+    def _redeliver(self, sub: _Subscription, message: _Message) -> None:
+        if sub.session.subscriptions.get(sub.id) is sub:
+            self._deliver(sub, message, True)
 
     # ------------------------------------------------------------------ transactions
 
