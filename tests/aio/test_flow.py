@@ -1,0 +1,84 @@
+"""Heart-beats beside user code, and bounded queues that pause reading."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from fastframe import aio
+
+from .fake_server import FakeServer
+
+
+def test_slow_handlers_do_not_cause_a_false_heartbeat_timeout(run):
+    async def main():
+        async with FakeServer(heartbeat=(50, 50)) as server:
+            async with aio.connect("127.0.0.1", server.port, heartbeat=(50, 50), max_queue=2) as client:
+                assert client.session.conn.heartbeat == (50, 50)
+                sub = await client.subscribe("/q")
+                for n in range(6):
+                    await client.send("/q", str(n))
+                async for message in sub:
+                    await asyncio.sleep(0.2)  # a slow consumer: 4 x the grace, and the queue stays full
+                    time.sleep(0.2)  # a handler that blocks the loop itself
+                    if message.body == b"5":
+                        break
+                assert client.is_connected
+                await client.send("/q", receipt=True)
+            assert server.peers[0].beats > 0  # our beats kept the server happy meanwhile
+
+    run(main())
+
+
+def test_a_silent_server_is_a_heartbeat_timeout(run):
+    async def main():
+        async with FakeServer(heartbeat=(50, 0), send_beats=False) as server:
+            client = await aio.connect("127.0.0.1", server.port, heartbeat=(0, 50))
+            sub = await client.subscribe("/q")
+            with pytest.raises(aio.HeartbeatTimeout):
+                await sub.get(timeout=10)
+            with pytest.raises(aio.HeartbeatTimeout):
+                await client.send("/q")
+            await client.close()
+
+    run(main())
+
+
+def test_a_full_queue_pauses_reading_and_a_drained_one_resumes(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, max_queue=4) as client:
+                sub = await client.subscribe("/q")
+                peer = server.connected[0]
+                for n in range(200):
+                    peer.deliver(sub.id, b"x" * 1000 + str(n).encode())
+                await server.wait_for(lambda: not client.session.is_reading())
+                await asyncio.sleep(0.05)
+                held = len(sub)
+                assert 4 <= held < 200  # bounded: the rest waits in the socket, not in memory
+                assert client.session.transport.get_write_buffer_size() == 0
+                bodies = [(await sub.get(timeout=5)).body for _ in range(200)]
+                assert bodies[-1].endswith(b"199") and len(set(bodies)) == 200
+                assert client.session.is_reading()
+
+    run(main())
+
+
+def test_queues_are_per_subscription(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, max_queue=100) as client:
+                small = await client.subscribe("/a", max_queue=1)
+                big = await client.subscribe("/b")
+                peer = server.connected[0]
+                peer.deliver(big.id, b"b1")
+                peer.deliver(small.id, b"a1")
+                await server.wait_for(lambda: not client.session.is_reading())
+                assert (await big.get(timeout=5)).body == b"b1"
+                assert not client.session.is_reading()  # the small queue is still full
+                assert (await small.get(timeout=5)).body == b"a1"
+                assert client.session.is_reading()
+
+    run(main())

@@ -1,0 +1,94 @@
+"""Reconnect: backoff over servers, success only on CONNECTED, subscriptions re-established."""
+
+from __future__ import annotations
+
+import random
+import socket
+
+import pytest
+
+from fastframe import aio
+from fastframe.protocol import Subscribe
+
+from .fake_server import FakeServer
+
+
+def _dead_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_backoff_delays_grow_with_jitter_up_to_the_cap():
+    policy = aio.Reconnect(attempts=6, initial_delay=0.1, max_delay=0.5, factor=2.0, jitter=0.5)
+    delays = list(policy.delays(random.Random(1)))
+    assert len(delays) == 6 and delays[0] == 0.0
+    caps = [0.1, 0.2, 0.4, 0.5, 0.5]
+    assert all(cap * 0.5 <= d <= cap for d, cap in zip(delays[1:], caps))
+    assert list(aio.Reconnect(attempts=1).delays(random.Random(1))) == [0.0]
+
+
+def test_reconnect_resubscribes_and_keeps_the_iterator(run):
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+            async with aio.connect("127.0.0.1", server.port, reconnect=policy) as client:
+                sub = await client.subscribe("/q", ack="client-individual", headers={"x-sel": "1"})
+                await client.send("/q", b"before", receipt=True)
+                assert (await sub.get(timeout=5)).body == b"before"
+                server.connected[0].writer.transport.abort()  # the server drops us
+                await server.wait_for(lambda: len(server.connected) == 2 and server.connected[1].subscriptions())
+                (again,) = server.connected[1].subscriptions()
+                assert isinstance(again, Subscribe)
+                assert (again.id, again.destination, again.ack) == (sub.id, "/q", "client-individual")
+                assert again.frame.get("x-sel") == "1"
+                await client.send("/q", b"after", receipt=True)
+                message = await sub.get(timeout=5)
+                assert message.body == b"after"
+                await message.ack(receipt=True)
+                assert client.connections == 2
+
+    run(main())
+
+
+def test_failover_to_the_next_server(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect(
+                "127.0.0.1", _dead_port(), servers=[("127.0.0.1", server.port)],
+                reconnect=aio.Reconnect(attempts=3, initial_delay=0.01),
+            )  # fmt: skip
+            assert client.is_connected and len(server.connected) == 1
+            await client.disconnect()
+
+    run(main())
+
+
+def test_gives_up_after_the_attempts_and_fails_readers(run):
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(attempts=2, initial_delay=0.01)
+            client = await aio.connect("127.0.0.1", server.port, reconnect=policy)
+            sub = await client.subscribe("/q")
+            server.reject = "go away"  # later CONNECTs are refused
+            server.connected[0].writer.transport.abort()
+            with pytest.raises(aio.ConnectionClosedError):
+                await sub.get(timeout=10)
+            assert await client.wait_closed() is not None
+            await client.close()
+
+    run(main())
+
+
+def test_no_reconnect_without_a_policy(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            sub = await client.subscribe("/q")
+            server.connected[0].writer.transport.abort()
+            with pytest.raises(aio.ConnectionClosedError):
+                await sub.get(timeout=10)
+            assert len(server.peers) == 1
+            await client.close()
+
+    run(main())
