@@ -28,12 +28,15 @@ bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``.
 
 from __future__ import annotations
 
+from ._broker import Broker
 from ._client import Client, Reconnect, connect
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
+from ._server import serve
 from ._subscription import Message, Subscription, Transaction
 from ._transport import Session
 
 __all__ = [
+    "Broker",
     "Client",
     "ConnectionClosedError",
     "HeartbeatTimeout",
@@ -45,4 +48,5 @@ __all__ = [
     "Subscription",
     "Transaction",
     "connect",
+    "serve",
 ]
