@@ -77,6 +77,8 @@ class ServerConnection(asyncio.Protocol):
         self._early = b""  # bytes after CONNECT's NUL, held until the handshake fixes the version
         self._client_heartbeat: Optional[str] = None
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._out: List[bytes] = []
+        self._out_bytes = 0
         self._now = self._loop.time()
         self._opened_at = self._now
         self._last_received = self._now
@@ -173,10 +175,19 @@ class ServerConnection(asyncio.Protocol):
             data = self._encoder.encode(frame)
         except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
             data = fastframe.encode(frame, version=self._encoder.version, escapes="1.2")
-        transport.write(data)
-        self._last_sent = self._loop.time()
-        if transport.get_write_buffer_size() > self._options["max_outbound_bytes"]:
+        # frames sent in one turn of the loop go out in one write (one syscall, not one per frame)
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes + transport.get_write_buffer_size() > self._options["max_outbound_bytes"]:
             self.abort(SlowConsumerError("outbound bytes passed max_outbound_bytes"))
+
+    def _flush(self) -> None:
+        out, self._out, self._out_bytes = self._out, [], 0
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(b"".join(out))
+            self._last_sent = self._loop.time()
 
     def close(self, cause: Optional[BaseException] = None) -> None:
         """Close after what was sent is written (aborted if that takes longer than ``close_timeout``)."""
@@ -184,6 +195,7 @@ class ServerConnection(asyncio.Protocol):
             return
         self.closing = True
         self._cause = self._cause or cause
+        self._flush()
         self._transport.close()
         self._loop.call_later(self._options["close_timeout"], self._transport.abort)
 
