@@ -157,3 +157,36 @@ def test_message_right_after_connected_in_one_chunk():
     (message,) = [e for e in client.receive_data(b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:0\n\n\0\n")
                   if isinstance(e, Message)]  # fmt: skip
     assert message.subscription == "0"
+
+
+def test_every_split_of_a_conversation_gives_the_same_events():
+    wire = (
+        b"CONNECTED\nversion:1.1\nheart-beat:0,0\n\n\0\n"
+        b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:s\nx:a\\cb\ncontent-length:3\n\na\0b\0\r\n"
+        b"RECEIPT\nreceipt-id:r\\c1\n\n\0"
+    )
+
+    whole_client = ClientConnection()
+    whole_client.connect("h", versions=["1.0", "1.1"])
+    # subscribe and ask for the receipt as soon as the handshake allows: feed up to CONNECTED first
+    head = wire.index(b"MESSAGE")
+    whole_client.receive_data(wire[:head])
+    whole_client.subscribe("s", "/q", receipt="r:1")
+    expected = [(type(e).__name__, getattr(e, "frame", None)) for e in whole_client.receive_data(wire[head:])]
+    assert [name for name, _ in expected] == ["Message", "HeartbeatReceived", "Receipt"]
+    assert expected[0][1].get("x") == "a:b" and expected[0][1].body == b"a\0b"
+    for split in range(head, len(wire) + 1):
+        client = ClientConnection()
+        client.connect("h", versions=["1.0", "1.1"])
+        client.receive_data(wire[:head])
+        client.subscribe("s", "/q", receipt="r:1")
+        events = client.receive_data(wire[head:split]) + client.receive_data(wire[split:])
+        assert [(type(e).__name__, getattr(e, "frame", None)) for e in events] == expected, split
+    for split in range(0, head + 1):  # a split inside the handshake: the codec switch stays exact
+        client = ClientConnection()
+        client.connect("h", versions=["1.0", "1.1"])
+        events = client.receive_data(wire[:split]) + client.receive_data(wire[split:head])
+        assert client.version == "1.1"
+        assert [type(e).__name__ for e in events] == ["Connected", "HeartbeatReceived"], split
+        client.subscribe("s", "/q", receipt="r:1")
+        assert [(type(e).__name__, getattr(e, "frame", None)) for e in client.receive_data(wire[head:])] == expected

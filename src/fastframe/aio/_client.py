@@ -205,12 +205,18 @@ class Client:
         async def run() -> Session:
             session = await self._live(limit)
             receipt_id = session.conn.new_id("r-") if receipt else None
-            data = build(session.conn, receipt_id)
+            data = build(session.conn, receipt_id)  # built and written in one step: one writer, in order
+            if data is None:
+                return session
             waiter = session.expect_receipt(receipt_id) if receipt_id is not None else None
-            session.write(data)
-            await session.drain()
-            if waiter is not None:
-                await waiter
+            try:
+                session.write(data)
+                await session.drain()
+                if waiter is not None:
+                    await waiter
+            finally:
+                if receipt_id is not None:
+                    session.forget_receipt(receipt_id)  # a receipt that comes late finds no waiter
             return session
 
         return await asyncio.wait_for(run(), limit)
@@ -254,13 +260,14 @@ class Client:
             raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
         pairs = header_list(headers)
         sub = Subscription(self, sub_id, destination, ack, pairs, max_queue or self.max_queue)
-        self._subscriptions[sub_id] = sub
+
+        def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
+            data = conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid)
+            self._subscriptions[sub_id] = sub  # from the SUBSCRIBE on: messages route here, reconnects re-send it
+            return data
+
         try:
-            await self._request(
-                lambda conn, rid: conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid),
-                receipt,
-                timeout,
-            )
+            await self._request(build, receipt, timeout)
         except BaseException:
             self._subscriptions.pop(sub_id, None)
             raise
@@ -272,7 +279,11 @@ class Client:
         sub._finish(None)
         if self._session is not None:
             self._session.resume_reading(sub)
-        await self._request(lambda conn, rid: conn.unsubscribe(sub.id, receipt=rid), receipt, timeout)
+        await self._request(
+            lambda conn, rid: conn.unsubscribe(sub.id, receipt=rid) if sub.id in conn.subscriptions else None,
+            receipt,
+            timeout,
+        )  # (a reconnect in between did not re-subscribe it: nothing to send)
 
     def _resume(self, sub: Subscription) -> None:
         if self._session is not None:
@@ -327,6 +338,8 @@ class Client:
     async def wait_closed(self) -> Optional[BaseException]:
         """Wait until the client is over (no reconnect left); return the cause (``None``: disconnected)."""
         while not (self._closing and (self._session is None or self._session.closed.done())):
+            if self._session is None and (self._reconnector is None or self._reconnector.done()):
+                break
             session = self._session
             if session is not None:
                 await asyncio.shield(session.closed)

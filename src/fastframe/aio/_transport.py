@@ -198,6 +198,10 @@ class Session:
         self._receipts[receipt_id] = waiter
         return waiter
 
+    def forget_receipt(self, receipt_id: str) -> None:
+        """Stop waiting for ``receipt_id`` (its wait ended)."""
+        self._receipts.pop(receipt_id, None)
+
     # ------------------------------------------------------------------ flow control
 
     def pause_reading(self, reason: object) -> None:
