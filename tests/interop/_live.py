@@ -61,9 +61,10 @@ BROKERS = {
     "rabbitmq": Broker(
         name="rabbitmq",
         port=61613,
-        # RabbitMQ applies the 1.2 escape set on every version, in both directions, and drops the
-        # connection on a backslash that is not a 1.2 escape
-        common={"login": "guest", "passcode": "guest", "vhost": "/", "escapes": "1.2"},
+        # RabbitMQ takes CONNECT's host header as the virtual host ("/" here), and applies the 1.2 escape
+        # set on every version, in both directions (it drops the connection on a backslash that is not a
+        # 1.2 escape)
+        common={"login": "guest", "passcode": "guest", "host_header": "/", "escapes": "1.2"},
         # validate=True checks outgoing frames against the version's own escape set, which cannot carry
         # LF, CR or ':' in names on 1.0 (nor CR on 1.1) even though escapes="1.2" can: see the report
         per_version={"1.0": {"validate": False}, "1.1": {"validate": False}},
@@ -74,7 +75,7 @@ BROKERS = {
     "activemq": Broker(
         name="activemq",
         port=61614,
-        common={"login": "guest", "passcode": "guest", "vhost": "/"},
+        common={"login": "guest", "passcode": "guest"},
         # 1.0 output is not escaped: a value with LF splits into a line without ':'
         per_version={"1.0": {"allow_missing_colon": True}},
         name_chars={"1.0": frozenset(), "1.1": NO_CR, "1.2": ALL},
@@ -157,195 +158,79 @@ def unique(prefix: str, broker: Broker, version: Optional[str] = None) -> str:
     return f"/queue/ff-{prefix}-{broker.name}-{(version or 'x').replace('.', '')}-{tag}"
 
 
-# -- the client under test ------------------------------------------------------------------------------
+# -- the client under test: fastframe.aio, with a few bounded helpers ---------------------------------------
 class Session:
-    """One live STOMP session, driven by an asyncio reader task and a heart-beat task.
+    """One live :func:`fastframe.aio.connect` client and the helpers the tests share.
 
-    A thin test harness over :class:`fastframe.protocol.ClientConnection`: messages queue per
-    subscription, receipts resolve futures, ERROR frames queue as typed events, heart-beats are
-    counted in both directions. Every wait is bounded.
+    ``client`` is the :class:`fastframe.aio.Client`; heart-beats are counted in both directions through
+    its ``frame_hook`` (a ``None`` frame is a heart-beat). Every wait is bounded.
     """
 
-    def __init__(self, conn: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.conn = conn
-        self.reader = reader
-        self.writer = writer
-        self.loop = asyncio.get_running_loop()
-        self.messages: Dict[str, "asyncio.Queue[Any]"] = {}
-        self.errors: "asyncio.Queue[Any]" = asyncio.Queue()
-        self.receipts: Dict[str, "asyncio.Future[Any]"] = {}
-        self.connected: "asyncio.Future[Any]" = self.loop.create_future()
-        self.closed = asyncio.Event()
-        self.close_cause: Optional[BaseException] = None
-        self.heartbeats_received = 0
-        self.heartbeats_sent = 0
-        self._tasks: list[asyncio.Task[None]] = []
+    def __init__(self, client: Any, beats: Dict[str, int]) -> None:
+        self.client = client
+        self._beats = beats
 
     @property
     def version(self) -> str:
-        return str(self.conn.version)
+        return str(self.client.version)
+
+    @property
+    def connected(self) -> Any:
+        """The ``Connected`` event of the current connection (a done future)."""
+        return self.client.session.connected
 
     @property
     def heartbeat(self) -> tuple[int, int]:
-        return tuple(self.conn.heartbeat)  # type: ignore[return-value]
+        return tuple(self.client.session.conn.heartbeat)  # type: ignore[return-value]
 
-    def write(self, data: bytes) -> None:
-        if self.closed.is_set():
-            raise ConnectionError(f"the session is closed ({self.close_cause!r})")
-        self.writer.write(data)
-        self.conn.data_sent(self.loop.time())
+    @property
+    def heartbeats_received(self) -> int:
+        return self._beats["in"]
 
-    async def _read(self) -> None:
-        from fastframe import protocol
+    @property
+    def heartbeats_sent(self) -> int:
+        return self._beats["out"]
 
+    async def send(self, destination: str, body: bytes = b"", headers: Any = None, **kw: Any) -> None:
+        await self.client.send(destination, body, headers, **kw)
+
+    async def subscribe(self, destination: str, ack: str = "auto", **kw: Any) -> Any:
+        return await self.client.subscribe(destination, ack=ack, **kw)
+
+    async def next_message(self, sub: Any, timeout: float = 10.0) -> Any:
+        return await sub.get(timeout=timeout)
+
+    async def no_message(self, sub: Any, wait: float = 1.0) -> bool:
+        """True when nothing arrives on ``sub`` within ``wait`` seconds."""
         try:
-            while True:
-                data = await self.reader.read(65536)
-                events = self.conn.receive_data(data, self.loop.time()) if data else self.conn.receive_eof()
-                for event in events:
-                    if isinstance(event, protocol.HeartbeatReceived):
-                        self.heartbeats_received += 1
-                    elif isinstance(event, protocol.Connected):
-                        self.connected.set_result(event)
-                    elif isinstance(event, protocol.Message):
-                        self.messages.setdefault(str(event.subscription), asyncio.Queue()).put_nowait(event)
-                    elif isinstance(event, protocol.Receipt):
-                        self.receipts.setdefault(event.receipt_id, self.loop.create_future()).set_result(event)
-                    elif isinstance(event, protocol.Error):
-                        self.errors.put_nowait(event)
-                        if not self.connected.done():
-                            self.connected.set_exception(ConnectionRefusedError(f"ERROR: {event.message}"))
-                if not data:
-                    return
-        except Exception as exc:  # a protocol error or a reset: the session is over
-            self.close_cause = exc
-        finally:
-            self.closed.set()
-            if not self.connected.done():
-                self.connected.set_exception(ConnectionError(f"closed before CONNECTED ({self.close_cause!r})"))
-            for future in self.receipts.values():
-                if not future.done():
-                    future.set_exception(ConnectionError("closed before the receipt"))
-
-    async def _beat(self) -> None:
-        while not self.closed.is_set():
-            deadline = self.conn.next_deadline()
-            await asyncio.sleep(0.05 if deadline is None else max(0.0, min(deadline - self.loop.time(), 1.0)))
-            beat = self.conn.heartbeat_due(self.loop.time())
-            if beat and not self.closed.is_set():
-                self.writer.write(beat)
-                self.heartbeats_sent += 1
-
-    async def receipt(self, receipt_id: str, timeout: float = 10.0) -> Any:
-        future = self.receipts.setdefault(receipt_id, self.loop.create_future())
-        return await asyncio.wait_for(future, timeout)
-
-    async def send(
-        self,
-        destination: str,
-        body: bytes = b"",
-        headers: Any = None,
-        *,
-        transaction: Optional[str] = None,
-        receipt: bool = False,
-        content_type: Optional[str] = None,
-    ) -> None:
-        receipt_id = self.conn.new_id("r-") if receipt else None
-        self.write(
-            self.conn.send(
-                destination, body, headers, transaction=transaction, receipt=receipt_id, content_type=content_type
-            )
-        )
-        if receipt_id:
-            await self.receipt(receipt_id)
-        else:
-            await self.writer.drain()
-
-    async def subscribe(self, destination: str, ack: str = "auto", headers: Any = None) -> str:
-        sub_id = self.conn.new_id("s-")
-        receipt_id = self.conn.new_id("r-")
-        self.messages.setdefault(sub_id, asyncio.Queue())
-        self.write(self.conn.subscribe(sub_id, destination, ack=ack, headers=headers, receipt=receipt_id))
-        await self.receipt(receipt_id)
-        return sub_id
-
-    async def unsubscribe(self, sub_id: str) -> None:
-        receipt_id = self.conn.new_id("r-")
-        self.write(self.conn.unsubscribe(sub_id, receipt=receipt_id))
-        await self.receipt(receipt_id)
-
-    async def next_message(self, sub_id: str, timeout: float = 10.0) -> Any:
-        return await asyncio.wait_for(self.messages[sub_id].get(), timeout)
-
-    async def no_message(self, sub_id: str, wait: float = 1.0) -> bool:
-        """True when nothing arrives on ``sub_id`` within ``wait`` seconds."""
-        try:
-            await asyncio.wait_for(self.messages[sub_id].get(), wait)
+            await sub.get(timeout=wait)
         except asyncio.TimeoutError:
             return True
         return False
 
-    async def ack(self, message: Any, nack: bool = False, transaction: Optional[str] = None) -> None:
-        receipt_id = self.conn.new_id("r-")
-        method = self.conn.nack if nack else self.conn.ack
-        self.write(method(message, transaction=transaction, receipt=receipt_id))
-        await self.receipt(receipt_id)
-
-    async def tx(self, command: str, transaction: str) -> None:
-        receipt_id = self.conn.new_id("r-")
-        self.write(getattr(self.conn, command)(transaction, receipt=receipt_id))
-        await self.receipt(receipt_id)
-
-    async def next_error(self, timeout: float = 10.0) -> Any:
-        return await asyncio.wait_for(self.errors.get(), timeout)
-
-    async def aclose(self) -> None:
-        try:
-            if not self.closed.is_set() and self.conn.connected:
-                receipt_id = self.conn.new_id("bye-")
-                self.write(self.conn.disconnect(receipt=receipt_id))
-                await self.receipt(receipt_id, timeout=5.0)
-        except (ConnectionError, asyncio.TimeoutError, OSError):
-            pass
-        finally:
-            for task in self._tasks:
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
-            self.writer.close()
-            try:
-                await asyncio.wait_for(self.writer.wait_closed(), 5.0)
-            except (OSError, asyncio.TimeoutError):
-                pass
+    async def ack(self, message: Any, nack: bool = False) -> None:
+        await (message.nack if nack else message.ack)(receipt=True)
 
 
 class open_session:
     """``async with open_session(broker, version, heartbeat=(cx, cy)) as session``: CONNECTED or raises."""
 
     def __init__(self, broker: Broker, version: str, heartbeat: tuple[int, int] = (0, 0), **options: Any) -> None:
-        self.broker, self.version, self.heartbeat = broker, version, heartbeat
-        self.options = {**broker.options(version), **options}
-        self.session: Optional[Session] = None
+        import fastframe.aio
+
+        self.beats = {"in": 0, "out": 0}
+
+        def count(direction: str, frame: Any) -> None:
+            if frame is None:
+                self.beats[direction] += 1
+
+        options = {**broker.options(version), "frame_hook": count, **options}
+        self.connector = fastframe.aio.connect(
+            HOST, broker.port, versions=(version,), heartbeat=heartbeat, timeout=20.0, **options
+        )
 
     async def __aenter__(self) -> Session:
-        from fastframe import protocol
-
-        opts = dict(self.options)
-        login, passcode, vhost = opts.pop("login", None), opts.pop("passcode", None), opts.pop("vhost", "/")
-        conn = protocol.ClientConnection(**opts)
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(HOST, self.broker.port), 10.0)
-        session = self.session = Session(conn, reader, writer)
-        session._tasks.append(asyncio.ensure_future(session._read()))
-        try:
-            session.write(
-                conn.connect(vhost, login=login, passcode=passcode, heartbeat=self.heartbeat, versions=(self.version,))
-            )
-            await asyncio.wait_for(asyncio.shield(session.connected), 10.0)
-        except BaseException:
-            await session.aclose()
-            raise
-        session._tasks.append(asyncio.ensure_future(session._beat()))
-        return session
+        return Session(await self.connector.__aenter__(), self.beats)
 
     async def __aexit__(self, *exc: Any) -> None:
-        if self.session is not None:
-            await self.session.aclose()
+        await self.connector.__aexit__(*exc)

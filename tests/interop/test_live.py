@@ -7,7 +7,7 @@ messages, and compares what arrives with what was sent, byte for byte.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 import pytest
 from _live import Broker, open_session, run, unique
@@ -49,15 +49,15 @@ def test_heartbeats_flow_both_ways_for_three_intervals(broker: Broker, version: 
             destination = unique("hb", broker, version)
             await session.send(destination, b"still here", receipt=True)
             return connected, session.heartbeat, session.heartbeats_received, session.heartbeats_sent, \
-                session.closed.is_set()  # fmt: skip
+                session.client.is_connected  # fmt: skip
 
-    connected, negotiated, received, sent, closed = run(main(), timeout=30)
+    connected, negotiated, received, sent, still_connected = run(main(), timeout=30)
     server = spec.parse_heartbeat(connected.frame.get("heart-beat"))
     assert negotiated == spec.negotiate_heartbeat(offered, server)
     assert negotiated[0] > 0 and negotiated[1] > 0, f"{broker.name} refused heart-beats: {server}"
     assert received >= 3, f"only {received} heart-beats from {broker.name} in five intervals"
     assert sent >= 3, f"only {sent} heart-beats sent in five intervals"
-    assert not closed
+    assert still_connected
 
 
 # -- bodies and headers, byte for byte ------------------------------------------------------------------------
@@ -139,7 +139,9 @@ def test_receipts_for_every_command_that_takes_one(broker: Broker, version: str)
 
     async def main() -> List[Tuple[str, str]]:
         async with open_session(broker, version) as session:
-            conn = session.conn
+            # frames built on the client's connection, to choose the receipt ids (the API numbers them)
+            live = session.client.session
+            conn = live.conn
             got = []
             for build in (
                 lambda r: conn.subscribe("s-1", destination, receipt=r),
@@ -151,8 +153,9 @@ def test_receipts_for_every_command_that_takes_one(broker: Broker, version: str)
                 receipt_id = conn.new_id("rcpt:\n")  # ':' and LF in the id travel escaped (1.1, 1.2)
                 if version == "1.0" and broker.name == "activemq":
                     receipt_id = conn.new_id("rcpt-")  # ActiveMQ does not escape 1.0 output
-                session.write(build(receipt_id))
-                event = await session.receipt(receipt_id)
+                waiter = live.expect_receipt(receipt_id)
+                live.write(build(receipt_id))
+                event = await asyncio.wait_for(waiter, 10)
                 got.append((event.receipt_id, event.for_command))
             return got
 
@@ -163,18 +166,21 @@ def test_receipts_for_every_command_that_takes_one(broker: Broker, version: str)
 def test_transactions_commit_and_abort(broker: Broker, version: str) -> None:
     destination = unique("tx", broker, version)
 
+    class Rollback(Exception):
+        pass
+
     async def main() -> Tuple[bool, List[bytes], bytes, bool]:
         async with open_session(broker, version) as session:
             sub = await session.subscribe(destination)
-            await session.tx("begin", "t-commit")
-            await session.send(destination, b"tx-1", transaction="t-commit")
-            await session.send(destination, b"tx-2", transaction="t-commit")
-            held = await session.no_message(sub, wait=0.5)  # nothing before COMMIT
-            await session.tx("commit", "t-commit")
+            async with session.client.transaction() as tx:  # COMMIT (with a receipt) on exit
+                await tx.send(destination, b"tx-1")
+                await tx.send(destination, b"tx-2")
+                held = await session.no_message(sub, wait=0.5)  # nothing before COMMIT
             committed = [(await session.next_message(sub)).body for _ in range(2)]
-            await session.tx("begin", "t-abort")
-            await session.send(destination, b"aborted", transaction="t-abort")
-            await session.tx("abort", "t-abort")
+            with pytest.raises(Rollback):
+                async with session.client.transaction() as tx:  # ABORT when the block raises
+                    await tx.send(destination, b"aborted")
+                    raise Rollback
             await session.send(destination, b"after", receipt=True)
             after = (await session.next_message(sub)).body
             return held, committed, after, await session.no_message(sub, wait=0.5)
@@ -248,6 +254,27 @@ def test_ack_and_nack_client_individual(broker: Broker, version: str) -> None:
     assert left == [b"m3"]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=asyncio.TimeoutError,
+    reason="fastframe.aio bug: a full subscription queue pauses reading, so the RECEIPT of an ACK waits behind "
+    "the MESSAGEs nobody reads; ack(receipt=True) times out unless more messages are consumed first",
+)
+def test_ack_with_receipt_while_the_queue_is_full(broker: Broker) -> None:
+    version = "1.2"
+    destination = unique("ack-full", broker, version)
+
+    async def main() -> bytes:
+        await _fill(broker, version, destination, [b"m%d" % i for i in range(8)])
+        async with open_session(broker, version) as session:
+            sub = await session.subscribe(destination, ack="client-individual", max_queue=4)
+            message = await session.next_message(sub)
+            await message.ack(receipt=True, timeout=5.0)  # the broker has sent all 8: 3 wait in the queue
+            return bytes(message.body)
+
+    assert run(main()) == b"m0"
+
+
 # -- ERROR frames ---------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "raw, what",
@@ -256,17 +283,27 @@ def test_ack_and_nack_client_individual(broker: Broker, version: str) -> None:
         (b"SEND\nreceipt:err-1\n\nno destination\0", "a SEND without destination, with a receipt"),
     ],
 )
-def test_provoked_error_is_a_typed_event(broker: Broker, version: str, raw: bytes, what: str) -> None:
-    async def main() -> Any:
-        async with open_session(broker, version) as session:
-            session.write(raw)  # bypasses the client's own checks on purpose
-            return await session.next_error()
+def test_provoked_error_is_a_typed_error(broker: Broker, version: str, raw: bytes, what: str) -> None:
+    import fastframe.aio
 
-    error = run(main())
-    assert isinstance(error, protocol.Error), what
+    async def main() -> Tuple[Optional[BaseException], List[Any]]:
+        frames: List[Any] = []
+        hook = lambda direction, frame: frames.append(frame) if direction == "in" and frame is not None else None  # noqa: E731
+        async with open_session(broker, version, frame_hook=hook) as session:
+            session.client.session.write(raw)  # bypasses the client's own checks on purpose
+            cause = await asyncio.wait_for(session.client.wait_closed(), 20)
+            with pytest.raises(fastframe.aio.ConnectionClosedError):
+                await session.send("/queue/after-error", b"x")
+            return cause, frames
+
+    cause, frames = run(main())
+    assert isinstance(cause, fastframe.aio.ConnectionClosedError), what
+    error = cause if isinstance(cause, fastframe.aio.ServerError) else cause.__cause__
+    assert isinstance(error, fastframe.aio.ServerError), (what, cause)
     assert error.frame.command == "ERROR"
     assert error.message, f"{broker.name} sent an ERROR without a message header for {what}"
-    assert error.receipt_id in (None, "err-1")
+    assert error.frame.get("receipt-id") in (None, "err-1")
+    assert frames[-1] is error.frame  # the frame hook saw the same ERROR frame
 
 
 # -- volume --------------------------------------------------------------------------------------------------------
