@@ -189,3 +189,48 @@ def test_stale_ack_after_reconnect_is_refused(run):
             await client.disconnect()
 
     run(main())
+
+
+def test_disconnect_has_a_deadline_and_closes_anyway(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            server.read_delay = 30  # the server stops reading: no RECEIPT will come
+            with pytest.raises(asyncio.TimeoutError):
+                await client.disconnect(timeout=0.3)
+            assert not client.is_connected
+            with pytest.raises(aio.ConnectionClosedError):
+                await client.send("/q")
+
+    run(main())
+
+
+def test_decoder_limits_apply_to_what_the_server_sends(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port, max_body_size=100)
+            sub = await client.subscribe("/q")
+            server.connected[0].deliver(sub.id, b"small")
+            server.connected[0].deliver(sub.id, b"x" * 101)
+            assert (await sub.get(timeout=5)).body == b"small"
+            with pytest.raises(aio.ConnectionClosedError) as info:
+                await sub.get(timeout=5)
+            assert isinstance(info.value.__cause__.__cause__, fastframe.LimitExceededError)
+            await client.close()
+
+    run(main())
+
+
+def test_nack_and_text_bodies(run):
+    async def main():
+        async with FakeServer() as server, aio.connect("127.0.0.1", server.port, versions=["1.1"]) as client:
+            assert client.version == "1.1"
+            sub = await client.subscribe("/q", ack="client")
+            await client.send("/q", "café")
+            message = await sub.get(timeout=5)
+            assert message.text() == "café" and message.get("content-type") == "text/plain;charset=utf-8"
+            await message.nack(receipt=True)
+            (nack,) = [e for e in server.peers[0].frames if e.command == "NACK"]
+            assert nack.frame.get("subscription") == sub.id  # the 1.1 form
+
+    run(main())
