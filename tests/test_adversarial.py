@@ -9,6 +9,7 @@ Python's allocators, so both are traced). Time is compared between two sizes in 
 
 from __future__ import annotations
 
+import array
 import time
 import tracemalloc
 from types import ModuleType
@@ -24,6 +25,9 @@ from fastframe import (
     LimitExceededError,
     TruncatedError,
 )
+from fastframe import _codec_c as C
+from fastframe import _codec_py as P
+from fastframe._errors import NOT_BYTES, NOT_CONTIGUOUS
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -292,3 +296,66 @@ def test_invalid_utf8_in_names_values_and_commands(
     run = feed_all(codec.Decoder(), pieces(data, piece))
     assert type(run.error) is cls
     assert (run.error.offset, run.error.reason) == (offset, reason)
+
+
+# ------------------------------------------------------------------ API misuse
+
+
+def _released() -> memoryview:
+    view = memoryview(b"SEND\n\n\0")
+    view.release()
+    return view
+
+
+MISUSE = [
+    (lambda: memoryview(b"SEND\n\n\0 " * 2)[::2], BufferError, NOT_CONTIGUOUS),
+    (lambda: "SEND\n\n\0", TypeError, NOT_BYTES.format("str")),
+    (lambda: None, TypeError, NOT_BYTES.format("NoneType")),
+    (lambda: 42, TypeError, NOT_BYTES.format("int")),
+    (lambda: [83, 69], TypeError, NOT_BYTES.format("list")),
+    (_released, ValueError, "operation forbidden on released memoryview object"),
+]
+ENTRY_POINTS = {
+    "Decoder.feed": lambda module, data: module.Decoder().feed(data),
+    "ColumnDecoder.feed": lambda module, data: module.ColumnDecoder().feed(data),
+    "decode": lambda module, data: module.decode(data),
+}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_POINTS))
+@pytest.mark.parametrize("make, cls, message", MISUSE, ids=["strided", "str", "None", "int", "list", "released"])
+def test_misuse_gets_the_same_answer_from_both_twins(entry: str, make: Any, cls: type, message: str) -> None:
+    answers = []
+    for module in (C, P):
+        with pytest.raises(Exception) as caught:
+            ENTRY_POINTS[entry](module, make())
+        answers.append((type(caught.value), str(caught.value)))
+    assert answers[0] == answers[1] == (cls, message)
+
+
+def test_a_refused_feed_leaves_the_decoder_usable(codec: ModuleType) -> None:
+    decoder = codec.Decoder()
+    decoder.feed(b"SEND\n")
+    for bad in ("x", None, memoryview(b"abcd")[::2]):
+        with pytest.raises((TypeError, BufferError)):
+            decoder.feed(bad)
+    assert decoder.buffered == 5
+    assert decoder.feed(b"\n\0")[0].command == "SEND"  # not stuck busy, not in an error state
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda data: memoryview(data).cast("B", (1, len(data))),  # two dimensions, contiguous
+        lambda data: array.array("b", data),
+        lambda data: memoryview(bytearray(data))[0:],
+        lambda data: memoryview(b"xx" + data)[2:],
+    ],
+    ids=["2d", "array", "bytearray-view", "sliced-view"],
+)
+def test_any_contiguous_buffer_is_accepted(codec: ModuleType, make: Any) -> None:
+    data = b"SEND\ncontent-length:2\n\nhi\0\n"
+    expected = codec.decode(data)
+    assert codec.decode(make(data)) == expected
+    decoder = codec.Decoder()
+    assert decoder.feed(make(data[:9])) + decoder.feed(make(data[9:])) == expected
