@@ -83,7 +83,8 @@ class Subscription:
     """An async iterator of :class:`Message`; ``async with`` unsubscribes on exit.
 
     The queue holds at most ``max_queue`` messages: when it is full the client stops reading the
-    socket and reads again once half of it is consumed, so memory stays bounded.
+    socket and reads again once half of it is consumed, so memory stays bounded. Nothing is read
+    while paused, RECEIPTs included: a receipt wait behind a full queue ends at its deadline.
     """
 
     def __init__(
