@@ -213,3 +213,26 @@ def test_end_of_stream_between_frames_and_inside_one():
     with pytest.raises(RemoteProtocolError, match="inside a frame"):
         errors.receive_data(b"CONNECTED\nversion:1.2\n\n\0MESSAGE\nmessage-id:1")
         errors.receive_eof()
+
+
+def test_local_errors_carry_the_frame_the_refused_call_would_have_sent():
+    client, server = pair()
+    relay(client.subscribe("s", "/q"), server)
+    cases = [
+        (lambda: client.subscribe("s", "/other"), "SUBSCRIBE", ("id", "s")),
+        (lambda: client.unsubscribe("nope"), "UNSUBSCRIBE", ("id", "nope")),
+        (lambda: client.ack("m-404"), "ACK", ("id", "m-404")),
+        (lambda: client.nack("m-404"), "NACK", ("id", "m-404")),
+        (lambda: client.commit("t"), "COMMIT", ("transaction", "t")),
+        (lambda: client.send("/q", transaction="t"), "SEND", ("transaction", "t")),
+        (lambda: server.message("x"), "MESSAGE", ("subscription", "x")),
+        (lambda: server.receipt("r"), "RECEIPT", ("receipt-id", "r")),
+    ]
+    for call, command, header in cases:
+        with pytest.raises(LocalProtocolError) as info:
+            call()
+        assert info.value.frame.command == command and header in info.value.frame.headers
+    fresh = ClientConnection()
+    with pytest.raises(LocalProtocolError) as info:
+        fresh.send("/q", b"early")
+    assert info.value.frame.command == "SEND" and info.value.frame.body == b"early"

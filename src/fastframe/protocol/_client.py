@@ -6,8 +6,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .. import spec
 from .._constants import VERSIONS
-from ._core import ConnectionCore, Headers, State, check_versions, header_list
-from ._errors import LocalProtocolError
+from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._events import Connected, Error, Event, Message, Receipt
 
 __all__ = ["ClientConnection"]
@@ -137,7 +136,7 @@ class ClientConnection(ConnectionCore):
         pairs = [("destination", destination)]
         if content_type is not None:
             pairs.append(("content-type", content_type))
-        pairs += self._tx_header(transaction) + header_list(headers)
+        pairs += self._tx_header(transaction, "SEND") + header_list(headers)
         return self._build("SEND", pairs, bytes(body), receipt=receipt)[1]
 
     def subscribe(
@@ -145,7 +144,9 @@ class ClientConnection(ConnectionCore):
     ) -> bytes:
         """SUBSCRIBE to ``destination`` as subscription ``id`` with ack mode auto, client or client-individual."""
         if id in self.subscriptions:
-            raise LocalProtocolError(f"subscription id {id!r} is already in use", None)
+            raise misuse(
+                f"subscription id {id!r} is already in use", "SUBSCRIBE", ("id", id), ("destination", destination)
+            )
         pairs = [("id", id), ("destination", destination), ("ack", ack), *header_list(headers)]
         data = self._build("SUBSCRIBE", pairs, receipt=receipt)[1]
         self.subscriptions[id] = (destination, ack)
@@ -155,7 +156,7 @@ class ClientConnection(ConnectionCore):
     def unsubscribe(self, id: str, *, headers: Headers = None, receipt: Optional[str] = None) -> bytes:
         """UNSUBSCRIBE subscription ``id``; its unacknowledged messages are forgotten."""
         if id not in self.subscriptions:
-            raise LocalProtocolError(f"no subscription with id {id!r}", None)
+            raise misuse(f"no subscription with id {id!r}", "UNSUBSCRIBE", ("id", id))
         data = self._build("UNSUBSCRIBE", [("id", id), *header_list(headers)], receipt=receipt)[1]
         self._forget_subscription(id)
         return data
@@ -177,7 +178,7 @@ class ClientConnection(ConnectionCore):
     ) -> bytes:
         ack_id = message.ack_id if isinstance(message, Message) else message
         if ack_id is None or ack_id not in self.unacked:
-            raise LocalProtocolError(f"cannot {command} {ack_id!r}: not an unacknowledged message", None)
+            raise misuse(f"cannot {command} {ack_id!r}: not an unacknowledged message", command, ("id", str(ack_id)))
         sub_id, message_id = self.unacked[ack_id]
         if self.version == "1.2":
             pairs = [("id", ack_id)]
@@ -185,14 +186,14 @@ class ClientConnection(ConnectionCore):
             pairs = [("message-id", message_id), ("subscription", sub_id)]
         else:
             pairs = [("message-id", message_id)]
-        data = self._build(command, pairs + self._tx_header(transaction), receipt=receipt)[1]
+        data = self._build(command, pairs + self._tx_header(transaction, command), receipt=receipt)[1]
         self._settle(ack_id)
         return data
 
     def begin(self, transaction: str, *, receipt: Optional[str] = None) -> bytes:
         """BEGIN ``transaction``."""
         if transaction in self.transactions:
-            raise LocalProtocolError(f"transaction {transaction!r} is already open", None)
+            raise misuse(f"transaction {transaction!r} is already open", "BEGIN", ("transaction", transaction))
         data = self._build("BEGIN", [("transaction", transaction)], receipt=receipt)[1]
         self.transactions[transaction] = None
         return data
@@ -206,16 +207,16 @@ class ClientConnection(ConnectionCore):
         return self._end("ABORT", transaction, receipt)
 
     def _end(self, command: str, transaction: str, receipt: Optional[str]) -> bytes:
-        self._tx_header(transaction)
+        self._tx_header(transaction, command)
         data = self._build(command, [("transaction", transaction)], receipt=receipt)[1]
         del self.transactions[transaction]
         return data
 
-    def _tx_header(self, transaction: Optional[str]) -> List[Tuple[str, str]]:
+    def _tx_header(self, transaction: Optional[str], command: str) -> List[Tuple[str, str]]:
         if transaction is None:
             return []
         if transaction not in self.transactions:
-            raise LocalProtocolError(f"no open transaction {transaction!r}", None)
+            raise misuse(f"no open transaction {transaction!r}", command, ("transaction", transaction))
         return [("transaction", transaction)]
 
     def disconnect(self, *, receipt: Optional[str] = None) -> bytes:

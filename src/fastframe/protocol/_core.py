@@ -34,6 +34,11 @@ class State(enum.Enum):
     CLOSED = "closed"  # over: disconnected, rejected, the stream ended, or the peer broke the protocol
 
 
+def misuse(message: str, command: str, *headers: Tuple[str, str]) -> LocalProtocolError:
+    """A :class:`LocalProtocolError` carrying the frame the refused call would have sent."""
+    return LocalProtocolError(message, Frame(command, list(headers)))
+
+
 def header_list(headers: Headers) -> List[Tuple[str, str]]:
     """Headers given as a mapping or pairs, as a list of pairs."""
     if headers is None:
@@ -285,13 +290,11 @@ class ConnectionCore:
     ) -> Tuple[Any, bytes]:
         """Validate and encode one outgoing frame; nothing changes when this raises."""
         self._raise_if_broken()
+        frame = Frame(command, headers if receipt is None else [*headers, ("receipt", receipt)], body)
         if state is not None and self.state is not state:
-            raise LocalProtocolError(f"cannot send {command} in state {self.state.value}", None)
-        if receipt is not None:
-            if receipt in self.pending_receipts:
-                raise LocalProtocolError(f"receipt id {receipt!r} is already pending", None)
-            headers = [*headers, ("receipt", receipt)]
-        frame = Frame(command, headers, body)
+            raise LocalProtocolError(f"cannot send {command} in state {self.state.value}", frame)
+        if receipt is not None and receipt in self.pending_receipts:
+            raise LocalProtocolError(f"receipt id {receipt!r} is already pending", frame)
         version = version or self.version or "1.2"
         if self.validate:
             problems = spec.frame_problems(frame, version, sender=self.our_side)

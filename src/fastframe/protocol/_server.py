@@ -10,7 +10,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .. import spec
 from .._constants import VERSIONS
-from ._core import ConnectionCore, Headers, State, check_versions, header_list
+from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import (
     Abort,
@@ -87,7 +87,7 @@ class ServerConnection(ConnectionCore):
 
     def _pending_request(self) -> ConnectRequest:
         if self.state is not State.CONNECTING or self.request is None:
-            raise LocalProtocolError(f"no CONNECT to answer (state {self.state.value})", None)
+            raise misuse(f"no CONNECT to answer (state {self.state.value})", "CONNECTED")
         return self.request
 
     # ------------------------------------------------------------------ receiving
@@ -193,7 +193,7 @@ class ServerConnection(ConnectionCore):
         for the client's ACK or NACK.
         """
         if self.state not in (State.CONNECTED, State.DISCONNECTING) or subscription not in self.subscriptions:
-            raise LocalProtocolError(f"no subscription {subscription!r} to deliver to", None)
+            raise misuse(f"no subscription {subscription!r} to deliver to", "MESSAGE", ("subscription", subscription))
         sub_destination, mode = self.subscriptions[subscription]
         message_id = message_id or self.new_id("m-")
         if isinstance(body, str):
@@ -215,7 +215,7 @@ class ServerConnection(ConnectionCore):
     def receipt(self, receipt_id: str) -> bytes:
         """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
         if receipt_id not in self.pending_receipts:
-            raise LocalProtocolError(f"no pending receipt {receipt_id!r}", None)
+            raise misuse(f"no pending receipt {receipt_id!r}", "RECEIPT", ("receipt-id", receipt_id))
         data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None)[1]
         if self.pending_receipts.pop(receipt_id) == "DISCONNECT":
             self.state = State.CLOSED
