@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from _live import broker, version
+from ._live import broker, version
 
 __all__ = ["broker", "version"]

@@ -10,7 +10,7 @@ import asyncio
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from _live import Broker, open_session, run, unique
+from ._live import Broker, open_session, run, unique
 
 from fastframe import protocol, spec
 
