@@ -10,9 +10,10 @@ import asyncio
 from typing import Any, List, Optional, Tuple
 
 import pytest
-from ._live import Broker, open_session, run, unique
 
 from fastframe import protocol, spec
+
+from ._live import Broker, open_session, run, unique
 
 pytestmark = pytest.mark.interop
 
@@ -257,8 +258,9 @@ def test_ack_and_nack_client_individual(broker: Broker, version: str) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=asyncio.TimeoutError,
-    reason="fastframe.aio bug: a full subscription queue pauses reading, so the RECEIPT of an ACK waits behind "
-    "the MESSAGEs nobody reads; ack(receipt=True) times out unless more messages are consumed first",
+    reason="fastframe.aio limitation (documented in README, Clients; reported as a bug): a full subscription queue "
+    "pauses all reading, so the RECEIPT of an ACK waits behind MESSAGEs nobody reads and ack(receipt=True) inside "
+    "`async for` times out",
 )
 def test_ack_with_receipt_while_the_queue_is_full(broker: Broker) -> None:
     version = "1.2"

@@ -11,6 +11,7 @@ import asyncio
 from typing import Any, Dict, List, Set, Tuple
 
 import pytest
+
 from ._live import BROKERS, Broker, brokers_cmd, open_session, require_broker, run, stomp_answers, unique
 
 pytestmark = pytest.mark.interop
