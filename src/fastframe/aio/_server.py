@@ -79,6 +79,7 @@ class ServerConnection(asyncio.Protocol):
         self._timer: Optional[asyncio.TimerHandle] = None
         self._out: List[bytes] = []
         self._out_bytes = 0
+        self._backlog = 0
         self._now = self._loop.time()
         self._opened_at = self._now
         self._last_received = self._now
@@ -175,18 +176,26 @@ class ServerConnection(asyncio.Protocol):
             data = self._encoder.encode(frame)
         except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
             data = fastframe.encode(frame, version=self._encoder.version, escapes="1.2")
+        self.write(data)
+
+    def write(self, data: bytes) -> None:
+        """Queue frames already encoded in the connection's version."""
+        transport = self._transport
+        if self.closing or transport is None:
+            return
         # frames sent in one turn of the loop go out in one write (one syscall, not one per frame)
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.append(data)
         self._out_bytes += len(data)
-        if self._out_bytes + transport.get_write_buffer_size() > self._options["max_outbound_bytes"]:
+        if self._out_bytes + self._backlog > self._options["max_outbound_bytes"]:
             self.abort(SlowConsumerError("outbound bytes passed max_outbound_bytes"))
 
     def _flush(self) -> None:
         out, self._out, self._out_bytes = self._out, [], 0
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(b"".join(out))
+            self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
             self._last_sent = self._loop.time()
 
     def close(self, cause: Optional[BaseException] = None) -> None:

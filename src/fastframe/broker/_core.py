@@ -21,7 +21,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol
 import fastframe
 from fastframe import spec
 
-from .._constants import VERSIONS
+from .._constants import ESCAPE, VERSIONS
 from ._errors import error_frame
 
 __all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
@@ -42,6 +42,9 @@ class SessionHandle(Protocol):
     def send(self, frame: Any) -> None:
         """Queue ``frame`` for the client."""
 
+    def write(self, data: bytes) -> None:
+        """Queue frames already encoded in the session's version (MESSAGE deliveries)."""
+
     def close(self) -> None:
         """Close the connection once what was sent has been written."""
 
@@ -49,16 +52,18 @@ class SessionHandle(Protocol):
 class _Message:
     """One SEND's content: what every delivery of it shares."""
 
-    __slots__ = ("destination", "headers", "body")
+    __slots__ = ("destination", "headers", "body", "tails")
 
     def __init__(self, destination: str, headers: Headers, body: bytes) -> None:
         self.destination = destination
         self.headers = headers
         self.body = body
+        #: version -> the encoded frame after the per-delivery headers, built once per version
+        self.tails: Dict[str, bytes] = {}
 
 
 class _Subscription:
-    __slots__ = ("session", "id", "destination", "ack", "unacked", "header")
+    __slots__ = ("session", "id", "destination", "ack", "unacked", "prefix")
 
     def __init__(self, session: Session, sub_id: str, destination: str, ack: str, named: bool) -> None:
         self.session = session
@@ -68,7 +73,10 @@ class _Subscription:
         #: ack id -> message, in delivery order (cumulative ACK walks it from the front)
         self.unacked: Dict[str, _Message] = {}
         # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
-        self.header: Headers = (("subscription", sub_id),) if named else ()
+        head: Headers = ((("subscription", sub_id),) if named else ()) + (("destination", destination),)
+        version = session.version or "1.2"
+        #: MESSAGE's first lines, escaped for the session, up to the message-id value
+        self.prefix = encode_frame(version, "MESSAGE", head, b"", content_length=False)[:-2] + b"message-id:"
 
 
 class Session:
@@ -235,8 +243,13 @@ class BrokerCore:
         destination = self._check_destination(session, frame)
         if destination is None:
             return
-        headers = tuple(item for item in frame.headers if item[0] not in _DROPPED)
-        self.publish(_Message(destination, _first_wins(headers), frame.body), session)
+        seen = set(_DROPPED)  # one pass: drop the SEND-only headers, keep the first of each repeat
+        headers = []
+        for item in frame.headers:
+            if item[0] not in seen:
+                seen.add(item[0])
+                headers.append(item)
+        self.publish(_Message(destination, tuple(headers), frame.body), session)
 
     def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
         """Route one message to its queue or to its topic's subscribers."""
@@ -271,21 +284,22 @@ class BrokerCore:
             self._deliver(self._next_consumer(queue), message, redelivered)
 
     def _deliver(self, sub: _Subscription, message: _Message, redelivered: bool) -> None:
+        # MESSAGE is written as bytes: the subscription's encoded prefix, this delivery's ids, and the
+        # message's encoded headers and body, shared by every delivery in the same version
         session = sub.session
+        version = session.version or "1.2"
         self._message_ids += 1
         message_id = str(self._message_ids)
-        headers: Headers = (
-            *sub.header,
-            ("destination", message.destination),
-            ("message-id", message_id),
-            ("redelivered", "true" if redelivered else "false"),
-        )
+        tail = message.tails.get(version)
+        if tail is None:
+            tail = message.tails[version] = _tail(version, message.headers, message.body)
+        ids = message_id + ("\nredelivered:true\n" if redelivered else "\nredelivered:false\n")
         if sub.ack != "auto":
             sub.unacked[message_id] = message
             session.pending[message_id] = sub
-            if session.version == "1.2":
-                headers += (("ack", message_id),)
-        session.handle.send(fastframe.Frame("MESSAGE", headers + message.headers, message.body))
+            if version == "1.2":
+                ids += "ack:" + message_id + "\n"
+        session.handle.write(sub.prefix + ids.encode() + tail)
 
     def _subscribe(self, session: Session, frame: Any) -> None:
         destination = self._check_destination(session, frame)
@@ -451,12 +465,28 @@ class BrokerCore:
         }
 
 
-def _first_wins(headers: Headers) -> Headers:
-    """Keep the first of each repeated header, as both big brokers forward them."""
-    seen = set()
-    kept = []
-    for name, value in headers:
-        if name not in seen:
-            seen.add(name)
-            kept.append((name, value))
-    return tuple(kept) if len(kept) != len(headers) else headers
+def encode_frame(version: str, command: str, headers: Headers, body: bytes, content_length: Any = None) -> bytes:
+    """The frame in ``version``; a value the version cannot carry gets the 1.2 escapes (as RabbitMQ does)."""
+    try:
+        data: bytes = fastframe.encode(command, headers, body, version=version, content_length=content_length)
+    except fastframe.EncodeError:
+        data = fastframe.encode(command, headers, body, version=version, escapes="1.2", content_length=content_length)
+    return data
+
+
+_ESCAPE_1_2 = str.maketrans(ESCAPE["1.2"])
+
+
+def _tail(version: str, headers: Headers, body: bytes) -> bytes:
+    """MESSAGE after its first line and per-delivery headers: the message's headers, content-length, body.
+
+    1.2 can escape every character a decoded header holds, so its lines are built here directly (the
+    hot path of every delivery); 1.0 and 1.1 go through the encoder and its fallback.
+    """
+    if version != "1.2":
+        return encode_frame(version, "MESSAGE", headers, body)[8:]  # after "MESSAGE\n"
+    table = _ESCAPE_1_2
+    text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
+    if body:
+        return (text + "content-length:" + str(len(body)) + "\n\n").encode() + body + b"\0"
+    return (text + "\n").encode() + b"\0"
