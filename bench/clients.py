@@ -299,7 +299,9 @@ def measure(name: str, args: argparse.Namespace) -> Dict[str, Any]:
         return {"client": name, "version": _version(name), "error": f"no result within {args.timeout + 60:.0f} s"}
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        lines = proc.stderr.strip().splitlines() or ["no output"]
+        where = [line.strip() for line in lines if line.strip().startswith("File ")][-1:]  # the innermost frame
+        tail = "; ".join([*where, lines[-1]])
         return {"client": name, "version": _version(name), "error": f"exit {proc.returncode}: {tail}"}
     result: Dict[str, Any] = json.loads(lines[-1])
     return result
