@@ -30,7 +30,7 @@ COMMON = ["-g", "-fno-omit-frame-pointer", "-Wno-unused-function", "-Wno-unused-
 VARIANTS = {
     # -O1 keeps reports readable and the run fast; recovery off so any UB report fails the run
     "asan": ("gcc", ["-O1", "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]),
-    # libFuzzer's coverage hooks only; the runtime comes from atheris, imported first
+    # libFuzzer's coverage hooks only; they resolve to atheris's libFuzzer (see _link_atheris)
     "fuzz": ("clang", ["-O1", "-fsanitize=fuzzer-no-link"]),
 }
 
@@ -42,11 +42,25 @@ def sanitizer_runtime(variant: str) -> str:
     return subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _link_atheris() -> list:
+    """Link the fuzz build against atheris's own libFuzzer, so its coverage hooks resolve on import.
+
+    The loader then maps that library once; when atheris imports the same file as its core, it is
+    the same libFuzzer, which already counts the compiled twin's edges and comparisons.
+    """
+    import atheris
+
+    core = next(Path(atheris.__file__).parent.glob("core_with_libfuzzer*.so"))
+    return [f"-L{core.parent}", f"-l:{core.name}", f"-Wl,-rpath,{core.parent}"]
+
+
 def build(variant: str) -> Path:
     cc, cflags = VARIANTS[variant]
     cc = os.environ.get("CC", cc)
     # e.g. FASTFRAME_BUILD_CFLAGS=-fno-sanitize=nonnull-attribute to look past a known report
     cflags = cflags + os.environ.get("FASTFRAME_BUILD_CFLAGS", "").split()
+    if variant == "fuzz":
+        cflags = cflags + _link_atheris()
     if shutil.which(cc) is None:
         sys.exit(f"build_ext: compiler {cc!r} not found (Debian: apt-get install {cc})")
     out = REPO / "build" / variant
@@ -55,9 +69,7 @@ def build(variant: str) -> Path:
     target = pkg / f"_codec_c{suffix}"
     pyx = SRC / "_codec_c.pyx"
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    key = hashlib.sha256(
-        pyx.read_bytes() + repr((cc, version, cflags, DIRECTIVES, sys.version)).encode()
-    ).hexdigest()
+    key = hashlib.sha256(pyx.read_bytes() + repr((cc, version, cflags, DIRECTIVES, sys.version)).encode()).hexdigest()
     stamp = out / "stamp"
 
     # a fresh copy of the Python files (the .so and generated C excluded), keeping a current build
