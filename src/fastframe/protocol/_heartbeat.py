@@ -19,19 +19,27 @@ class HeartbeatTimer:
 
     ``send_ms`` and ``receive_ms`` are the negotiated intervals (0: none in that direction).
     Any byte sent resets the send timer; any byte received proves the peer alive. The peer is
-    silent when nothing arrived for ``grace * receive_ms``.
+    silent when nothing arrived for ``grace * receive_ms``; until its first data after ``now`` (the
+    handshake) it gets ``startup`` intervals more, as ActiveMQ sends its first beat only after about
+    two intervals.
     """
 
-    __slots__ = ("send_interval", "receive_interval", "grace", "last_sent", "last_received")
+    __slots__ = ("send_interval", "receive_interval", "grace", "startup", "started", "last_sent", "last_received")
 
-    def __init__(self, send_ms: int, receive_ms: int, *, grace: float = DEFAULT_GRACE, now: float = 0.0) -> None:
+    def __init__(
+        self, send_ms: int, receive_ms: int, *, grace: float = DEFAULT_GRACE, startup: float = 1.0, now: float = 0.0
+    ) -> None:
         if send_ms < 0 or receive_ms < 0:
             raise ValueError("heart-beat intervals must not be negative")
         if grace < 1.0:
             raise ValueError(f"heart-beat grace must be at least 1.0 interval, not {grace!r}")
+        if startup < 0:
+            raise ValueError(f"heart-beat startup allowance must not be negative, not {startup!r}")
         self.send_interval = send_ms / 1000.0
         self.receive_interval = receive_ms / 1000.0
         self.grace = grace
+        self.startup = startup
+        self.started = now
         self.last_sent = now
         self.last_received = now
 
@@ -49,7 +57,10 @@ class HeartbeatTimer:
 
     def receive_deadline(self) -> Optional[float]:
         """When the peer counts as silent if nothing arrives first, or ``None`` when it sends none."""
-        return self.last_received + self.receive_interval * self.grace if self.receive_interval else None
+        if not self.receive_interval:
+            return None
+        patience = self.grace + (self.startup if self.last_received == self.started else 0.0)
+        return self.last_received + self.receive_interval * patience
 
     def send_due(self, now: float) -> bool:
         """Whether a heart-beat should be sent at ``now``."""
