@@ -1,15 +1,17 @@
 """Brokers under the same client and load, in one run: the fastframe broker, coilmq and RabbitMQ.
 
-    python -m bench.brokers                         # 20,000 x 200 B through each, a markdown table
+    python -m bench.brokers                         # 50,000 SENDs of 256 B through each, a markdown table
     python -m bench.brokers --messages 50000 --only fastframe,coilmq
 
 The client is the same for every broker: two raw sockets speaking STOMP 1.0 (the version all three
 speak; login guest/guest), a consumer (SUBSCRIBE ``ack:auto`` on a fresh queue) and a producer that
-SENDs N bodies in windows of at most 4 KiB of frames (one write each), the next window once the
-consumer has the previous one; the run ends when the consumer has every body, each checked byte for
-byte. The window is coilmq's doing: its reader takes 4 KiB per ``recv`` and loses a frame that a
-``recv`` boundary cuts (``parse_headers`` then raises ``BodyNotTerminated``, and the connection
-stops), so larger writes stall it after a few dozen messages. Every broker gets the same window. Messages/s is N over the wall time from the first SEND to
+SENDs N bodies, each SEND exactly ``--frame`` bytes (256), in writes of 32 KiB with at most 4 writes
+not yet delivered; the run ends when the consumer has every body, each checked byte for byte.
+The shape is coilmq's doing: its reader takes 4 KiB per ``recv`` and a frame that a ``recv``
+boundary cuts through its head is lost (``parse_headers`` reads the partial lines as a whole head,
+``BodyNotTerminated`` escapes, the connection stops), so an arbitrary stream stalls it after a few
+dozen messages. Frames that tile 4 KiB, sent in whole 32 KiB writes (one loopback segment each),
+keep every ``recv`` on a frame boundary. Every broker gets the same bytes in the same writes. Messages/s is N over the wall time from the first SEND to
 the last MESSAGE. Broker CPU is the broker process's user+system time over the same span, read from
 ``/proc/<pid>/stat``: the fastframe broker and coilmq run as child processes started here, RabbitMQ
 is the running ``beam.smp`` on 127.0.0.1:61613 (started by ``.ci/brokers start rabbitmq``; skipped
@@ -81,6 +83,14 @@ def _body(token: bytes, i: int, size: int) -> bytes:
     return head + bytes(32 + (i + k) % 95 for k in range(max(0, size - len(head))))
 
 
+def _body_size(queue: str, frame: int) -> int:
+    """The body size that makes every SEND exactly ``frame`` bytes."""
+    size = frame
+    for _ in range(5):  # the content-length digits depend on the size: settle in a few steps
+        size = frame - (len(fastframe.encode("SEND", {"destination": queue}, b"x" * size, version="1.0")) - size)
+    return size
+
+
 async def _connect(port: int) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter, fastframe.Decoder]:
     reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
     writer.write(b"CONNECT\nlogin:guest\npasscode:guest\n\n\0")
@@ -96,7 +106,7 @@ async def _connect(port: int) -> Tuple[asyncio.StreamReader, asyncio.StreamWrite
     return reader, writer, decoder
 
 
-async def _load(port: int, pid: int, messages: int, size: int) -> Tuple[float, float]:
+async def _load(port: int, pid: int, messages: int, frame_size: int) -> Tuple[float, float]:
     """(seconds, broker CPU seconds) to move ``messages`` bodies through the broker on ``port``."""
     token = b"%x:" % time.monotonic_ns()
     queue = "/queue/bench-" + token.decode()[:-1]
@@ -105,19 +115,20 @@ async def _load(port: int, pid: int, messages: int, size: int) -> Tuple[float, f
     while not c_decoder.feed(await asyncio.wait_for(c_reader.read(65536), 10)):
         pass
     p_reader, p_writer, _ = await _connect(port)
+    size = _body_size(queue, frame_size)
     bodies = [_body(token, i, size) for i in range(messages)]
     frames = [fastframe.encode("SEND", {"destination": queue}, body, version="1.0") for body in bodies]
-
-    per_window = max(1, 4096 // len(frames[0]))
+    assert {len(f) for f in frames} == {frame_size}
+    per_write = 32 * 1024 // frame_size
     received = asyncio.Event()
     got = 0
 
     async def produce() -> None:
-        for start in range(0, messages, per_window):
-            p_writer.write(b"".join(frames[start : start + per_window]))
-            while got < min(messages, start + per_window):
+        for start in range(0, messages, per_write):
+            while start - got > 3 * per_write:  # at most 4 writes on their way
                 received.clear()
                 await asyncio.wait_for(received.wait(), 60)
+            p_writer.write(b"".join(frames[start : start + per_write]))
 
     async def consume() -> None:
         nonlocal got
@@ -163,11 +174,11 @@ def _start(name: str) -> Tuple[Optional[subprocess.Popen[bytes]], int, int]:
     return proc, port, proc.pid
 
 
-def measure(name: str, messages: int, size: int) -> Dict[str, float]:
+def measure(name: str, messages: int, frame_size: int) -> Dict[str, float]:
     """Run the load through one broker; its numbers."""
     proc, port, pid = _start(name)
     try:
-        elapsed, cpu = asyncio.run(asyncio.wait_for(_load(port, pid, messages, size), 300))
+        elapsed, cpu = asyncio.run(asyncio.wait_for(_load(port, pid, messages, frame_size), 300))
     finally:
         if proc is not None:
             proc.terminate()
@@ -182,17 +193,23 @@ def measure(name: str, messages: int, size: int) -> Dict[str, float]:
 def main(argv: Optional[List[str]] = None) -> int:
     """Print the markdown table."""
     parser = argparse.ArgumentParser(prog="python -m bench.brokers", description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=20_000)
-    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument(
+        "--frame",
+        type=int,
+        default=256,
+        choices=[128, 256, 512, 1024, 2048, 4096],
+        help="bytes per SEND frame, a divisor of 4 KiB (default 256)",
+    )
     parser.add_argument("--only", default="fastframe,coilmq,rabbitmq")
     args = parser.parse_args(argv)
     results: Dict[str, Dict[str, float]] = {}
-    print(f"{args.messages:,} messages of {args.size} B, one producer and one consumer, STOMP 1.0, loopback\n")
+    print(f"{args.messages:,} SEND frames of {args.frame} B, one producer and one consumer, STOMP 1.0, loopback\n")
     print("| broker | messages/s | broker CPU µs/message | messages per broker CPU-second |")
     print("|---|---:|---:|---:|")
     for name in args.only.split(","):
         try:
-            results[name] = row = measure(name, args.messages, args.size)
+            results[name] = row = measure(name, args.messages, args.frame)
         except Unavailable as why:
             print(f"| {name} | unavailable: {why} | | |")
             continue

@@ -33,6 +33,8 @@ DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
 # transaction into the MESSAGE; the spec says nothing, and a client reading them would be confused).
 _DROPPED = frozenset({"destination", "content-length", "receipt", "transaction", "message-id", "subscription", "ack"})
 _TX_COMMANDS = frozenset({"SEND", "ACK", "NACK"})
+_PREFIXES = ("/queue/", "/topic/")
+_FIRST_DELIVERY = b"\nredelivered:false\n"
 Headers = Tuple[Tuple[str, str], ...]
 
 
@@ -59,11 +61,11 @@ class _Message:
         self.headers = headers
         self.body = body
         #: version -> the encoded frame after the per-delivery headers, built once per version
-        self.tails: Dict[str, bytes] = {}
+        self.tails: Dict[str, Tuple[bool, bytes]] = {}  # escape set -> (1.2 escapes needed, bytes)
 
 
 class _Subscription:
-    __slots__ = ("session", "id", "destination", "ack", "unacked", "prefix")
+    __slots__ = ("session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2")
 
     def __init__(self, session: Session, sub_id: str, destination: str, ack: str, named: bool) -> None:
         self.session = session
@@ -75,8 +77,14 @@ class _Subscription:
         # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
         head: Headers = ((("subscription", sub_id),) if named else ()) + (("destination", destination),)
         version = session.version or "1.2"
-        #: MESSAGE's first lines, escaped for the session, up to the message-id value
-        self.prefix = encode_frame(version, "MESSAGE", head, b"", content_length=False)[:-2] + b"message-id:"
+        #: MESSAGE's first lines up to the message-id value, in the session's escapes and in 1.2's (a
+        #: frame is escaped one way throughout: 1.2 when the version cannot carry any of its values)
+        self.prefix_1_2 = fastframe.encode("MESSAGE", head, version=version, escapes="1.2")[:-2] + b"message-id:"
+        try:
+            self.prefix = fastframe.encode("MESSAGE", head, version=version)[:-2] + b"message-id:"
+            self.escapes = version
+        except fastframe.EncodeError:
+            self.prefix, self.escapes = self.prefix_1_2, "1.2"
 
 
 class Session:
@@ -206,14 +214,11 @@ class BrokerCore:
             held.append(frame)
         else:
             handler(session, frame)
-        self._receipt(session, frame)
+        receipt = frame.get("receipt")
+        if receipt is not None and not session.closed and command != "DISCONNECT":
+            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
         while self._after_receipt:  # redeliveries a NACK caused come after its RECEIPT, as in RabbitMQ
             self._after_receipt.pop(0)()
-
-    def _receipt(self, session: Session, frame: Any) -> None:
-        receipt = frame.get("receipt")
-        if receipt is not None and not session.closed and frame.command != "DISCONNECT":
-            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
 
     def _connect(self, session: Session, frame: Any) -> None:
         version = spec.negotiate_version(frame.get("accept-version"), VERSIONS)
@@ -240,28 +245,31 @@ class BrokerCore:
         return destination
 
     def _send(self, session: Session, frame: Any) -> None:
-        destination = self._check_destination(session, frame)
-        if destination is None:
+        # the hot path of the broker: written out flat, the checks of _check_destination inlined
+        destination = frame.get("destination")
+        if destination is None or len(destination) < 8 or not destination.startswith(_PREFIXES):
+            self._check_destination(session, frame)  # sends the ERROR
             return
-        seen = set(_DROPPED)  # one pass: drop the SEND-only headers, keep the first of each repeat
-        headers = []
-        for item in frame.headers:
-            if item[0] not in seen:
-                seen.add(item[0])
-                headers.append(item)
-        self.publish(_Message(destination, tuple(headers), frame.body), session)
+        headers = tuple([item for item in frame.headers if item[0] not in _DROPPED])
+        if len(headers) > 1 and len({name for name, _ in headers}) != len(headers):
+            headers = _first_wins(headers)
+        self.publish(_Message(destination, headers, frame.body), session)
 
     def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
         """Route one message to its queue or to its topic's subscribers."""
-        if message.destination.startswith("/topic/"):
-            for sub in self.topics.get(message.destination, ()):
+        destination = message.destination
+        if destination[1] == "t":  # /topic/
+            for sub in self.topics.get(destination, ()):
                 self._deliver(sub, message, False)
             return
-        queue = self.queues.get(message.destination)
+        queue = self.queues.get(destination)
         if queue is None:
-            queue = self.queues[message.destination] = _Queue()
-        if queue.consumers and not queue.messages:
-            self._deliver(self._next_consumer(queue), message, False)
+            queue = self.queues[destination] = _Queue()
+        consumers = queue.consumers
+        if consumers and not queue.messages:
+            index = queue.next if queue.next < len(consumers) else 0
+            queue.next = index + 1
+            self._deliver(consumers[index], message, False)
             return
         if self.stored_bytes + len(message.body) > self.max_stored_bytes and sender is not None:
             self.fail(sender, error_frame("full", self.max_stored_bytes))
@@ -290,16 +298,21 @@ class BrokerCore:
         version = session.version or "1.2"
         self._message_ids += 1
         message_id = str(self._message_ids)
-        tail = message.tails.get(version)
-        if tail is None:
-            tail = message.tails[version] = _tail(version, message.headers, message.body)
+        cached = message.tails.get(sub.escapes)
+        if cached is None:
+            cached = message.tails[sub.escapes] = _tail(sub.escapes, message.headers, message.body)
+        use_1_2, tail = cached
+        prefix = sub.prefix_1_2 if use_1_2 else sub.prefix
+        if sub.ack == "auto" and not redelivered:
+            session.handle.write(b"".join((prefix, message_id.encode(), _FIRST_DELIVERY, tail)))
+            return
         ids = message_id + ("\nredelivered:true\n" if redelivered else "\nredelivered:false\n")
         if sub.ack != "auto":
             sub.unacked[message_id] = message
             session.pending[message_id] = sub
             if version == "1.2":
                 ids += "ack:" + message_id + "\n"
-        session.handle.write(sub.prefix + ids.encode() + tail)
+        session.handle.write(prefix + ids.encode() + tail)
 
     def _subscribe(self, session: Session, frame: Any) -> None:
         destination = self._check_destination(session, frame)
@@ -465,28 +478,35 @@ class BrokerCore:
         }
 
 
-def encode_frame(version: str, command: str, headers: Headers, body: bytes, content_length: Any = None) -> bytes:
-    """The frame in ``version``; a value the version cannot carry gets the 1.2 escapes (as RabbitMQ does)."""
-    try:
-        data: bytes = fastframe.encode(command, headers, body, version=version, content_length=content_length)
-    except fastframe.EncodeError:
-        data = fastframe.encode(command, headers, body, version=version, escapes="1.2", content_length=content_length)
-    return data
+_TABLES = {version: str.maketrans(ESCAPE[version]) for version in VERSIONS}
 
 
-_ESCAPE_1_2 = str.maketrans(ESCAPE["1.2"])
-
-
-def _tail(version: str, headers: Headers, body: bytes) -> bytes:
+def _tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, bytes]:
     """MESSAGE after its first line and per-delivery headers: the message's headers, content-length, body.
 
-    1.2 can escape every character a decoded header holds, so its lines are built here directly (the
-    hot path of every delivery); 1.0 and 1.1 go through the encoder and its fallback.
+    The hot path of every delivery, so the lines are built here with the version's escape table; a
+    value the version cannot carry (CR in 1.1; LF, CR, or ':' in a name in 1.0) makes the whole frame
+    use the 1.2 escapes (the first item says so). A test holds this to the encoder's bytes.
     """
-    if version != "1.2":
-        return encode_frame(version, "MESSAGE", headers, body)[8:]  # after "MESSAGE\n"
-    table = _ESCAPE_1_2
-    text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
+    text = ""
+    if headers:
+        if version != "1.2":
+            raw = "".join([name + "\0" + value for name, value in headers])
+            if "\r" in raw or (version == "1.0" and ("\n" in raw or any(":" in name for name, _ in headers))):
+                return True, _tail("1.2", headers, body)[1]
+        table = _TABLES[version]
+        text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
     if body:
-        return (text + "content-length:" + str(len(body)) + "\n\n").encode() + body + b"\0"
-    return (text + "\n").encode() + b"\0"
+        return False, (text + "content-length:" + str(len(body)) + "\n\n").encode() + body + b"\0"
+    return False, (text + "\n").encode() + b"\0"
+
+
+def _first_wins(headers: Headers) -> Headers:
+    """Keep the first of each repeated name, as both big brokers forward them."""
+    seen = set()
+    kept = []
+    for name, value in headers:
+        if name not in seen:
+            seen.add(name)
+            kept.append((name, value))
+    return tuple(kept)
