@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= test,bench,spark
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
 $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.pyx
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,48 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	mkdir -p out
 	$(PY) -m bench.compare --markdown out/bench.md --chart out/bench.png $(BENCH_ARGS)
+
+# --- fuzzing, sanitizers, valgrind (fuzz/README.md) -----------------------------------------------
+# atheris and Cython go into the venv by name: `pip install -e .[fuzz]` would rebuild the editable
+# install. Cython's range is build-system.requires's.
+FUZZ_SECONDS ?= 300
+FUZZ_SMOKE_SECONDS ?= 12
+# the codec's own tests (the layers above it have theirs); the RSS leak test means nothing under
+# ASan's quarantine, and the bench smoke runs other projects' clients
+SANITIZE_TESTS = $(filter-out tests/test_bench_smoke.py,$(wildcard tests/test_*.py))
+SANITIZE_PYTEST = fuzz/sanitized.sh python -m pytest -q --capture=sys -p no:randomly \
+	--deselect tests/test_twins.py::test_compiled_twin_does_not_leak
+SANITIZE_SMOKE_TESTS = $(wildcard tests/test_decoder.py tests/test_encoder.py tests/test_errors.py \
+	tests/test_columns.py tests/test_frame.py tests/test_twins.py tests/test_corpus.py tests/test_threads.py)
+
+$(VENV)/.fuzz-installed: $(VENV)/.installed
+	$(PY) -m pip install -q 'atheris>=2.3' 'Cython>=3.1,<3.2'
+	touch $@
+
+# every harness for FUZZ_SECONDS (300) each; FUZZ_HARNESSES="decode diff" picks some
+fuzz: $(VENV)/.fuzz-installed
+	FUZZ_SECONDS=$(FUZZ_SECONDS) PY=$(PY) fuzz/fuzz.sh
+
+fuzz-smoke: $(VENV)/.fuzz-installed
+	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) PY=$(PY) fuzz/fuzz.sh
+
+# the ASan + UBSan build (build/asan/) under the codec's test suite, the fuzz corpora and the
+# corpus workout; the smoke takes fewer tests and fewer differential examples
+sanitize: $(VENV)/.fuzz-installed
+	PY=$(PY) $(SANITIZE_PYTEST) $(SANITIZE_TESTS)
+	for h in decode diff columns encode; do PY=$(PY) fuzz/sanitized.sh python fuzz/run.py $$h --replay || exit 1; done
+	PY=$(PY) fuzz/sanitized.sh python fuzz/corpus_workout.py --large
+
+sanitize-smoke: $(VENV)/.fuzz-installed
+	FASTFRAME_DIFF_EXAMPLES=100 PY=$(PY) $(SANITIZE_PYTEST) $(SANITIZE_SMOKE_TESTS) tests/test_differential.py
+	for h in decode diff columns encode; do PY=$(PY) fuzz/sanitized.sh python fuzz/run.py $$h --replay || exit 1; done
+	PY=$(PY) fuzz/sanitized.sh python fuzz/corpus_workout.py
+
+valgrind: $(VENV)/.installed
+	PY=$(PY) fuzz/valgrind.sh --large
+
+valgrind-smoke: $(VENV)/.installed
+	PY=$(PY) fuzz/valgrind.sh
 
 clean:
 	rm -rf build dist src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c
