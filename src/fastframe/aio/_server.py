@@ -80,6 +80,7 @@ class ServerConnection(asyncio.Protocol):
         self._out: List[bytes] = []
         self._out_bytes = 0
         self._backlog = 0
+        self._max_outbound: int = self._options["max_outbound_bytes"]
         self._now = self._loop.time()
         self._opened_at = self._now
         self._last_received = self._now
@@ -180,15 +181,14 @@ class ServerConnection(asyncio.Protocol):
 
     def write(self, data: bytes) -> None:
         """Queue frames already encoded in the connection's version."""
-        transport = self._transport
-        if self.closing or transport is None:
+        if self.closing or self._transport is None:
             return
         # frames sent in one turn of the loop go out in one write (one syscall, not one per frame)
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.append(data)
         self._out_bytes += len(data)
-        if self._out_bytes + self._backlog > self._options["max_outbound_bytes"]:
+        if self._out_bytes + self._backlog > self._max_outbound:
             self.abort(SlowConsumerError("outbound bytes passed max_outbound_bytes"))
 
     def _flush(self) -> None:
@@ -237,13 +237,19 @@ class ServerConnection(asyncio.Protocol):
             self._deliver(self._decoder.feed(rest))
 
     def _deliver(self, frames: List[Any]) -> None:
-        handler = self._server._handler
+        receive = self._server._handler.frame_received
+        if self.version is not None:  # after the handshake: nothing to look at, hand them over
+            for frame in frames:
+                if self.closing:
+                    return
+                receive(self, frame)
+            return
         for frame in frames:
             if self.closing:
                 return
             if self.version is None and frame.command in ("CONNECT", "STOMP"):
                 self._client_heartbeat = frame.get("heart-beat")
-            handler.frame_received(self, frame)
+            receive(self, frame)
 
     def _handshake(self, frame: Any) -> Any:
         version = frame.get("version", "1.0")

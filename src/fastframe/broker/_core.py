@@ -187,9 +187,16 @@ class BrokerCore:
 
     def receive(self, session: Session, frame: Any) -> None:
         """Act on one frame the client of ``session`` sent."""
+        command = frame.command
+        if command == "SEND" and session.version is not None and frame.get("transaction") is None:
+            if not session.closed:  # the hot path first; the general one below does the same
+                self._send(session, frame)
+                receipt = frame.get("receipt")
+                if receipt is not None and not session.closed:
+                    session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+            return
         if session.closed:
             return
-        command = frame.command
         if session.version is None:
             if command in ("CONNECT", "STOMP"):
                 self._connect(session, frame)
@@ -294,18 +301,18 @@ class BrokerCore:
     def _deliver(self, sub: _Subscription, message: _Message, redelivered: bool) -> None:
         # MESSAGE is written as bytes: the subscription's encoded prefix, this delivery's ids, and the
         # message's encoded headers and body, shared by every delivery in the same version
-        session = sub.session
-        version = session.version or "1.2"
         self._message_ids += 1
-        message_id = str(self._message_ids)
         cached = message.tails.get(sub.escapes)
         if cached is None:
             cached = message.tails[sub.escapes] = _tail(sub.escapes, message.headers, message.body)
         use_1_2, tail = cached
         prefix = sub.prefix_1_2 if use_1_2 else sub.prefix
         if sub.ack == "auto" and not redelivered:
-            session.handle.write(b"".join((prefix, message_id.encode(), _FIRST_DELIVERY, tail)))
+            sub.session.handle.write(b"%b%d%b%b" % (prefix, self._message_ids, _FIRST_DELIVERY, tail))
             return
+        session = sub.session
+        version = session.version
+        message_id = str(self._message_ids)
         ids = message_id + ("\nredelivered:true\n" if redelivered else "\nredelivered:false\n")
         if sub.ack != "auto":
             sub.unacked[message_id] = message
