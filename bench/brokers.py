@@ -213,6 +213,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         except Unavailable as why:
             print(f"| {name} | unavailable: {why} | | |")
             continue
+        except (RuntimeError, OSError, asyncio.TimeoutError) as error:  # e.g. RabbitMQ restarted mid-run
+            print(f"| {name} | failed: {error!r} | | |")
+            continue
         print(f"| {name} | {row['rate']:,.0f} | {row['cpu_us']:.1f} | {row['per_cpu_s']:,.0f} |", flush=True)
     if "fastframe" in results and "coilmq" in results and results["coilmq"]["per_cpu_s"]:
         ratio = results["fastframe"]["per_cpu_s"] / results["coilmq"]["per_cpu_s"]

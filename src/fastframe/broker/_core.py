@@ -504,8 +504,8 @@ def _tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, bytes]:
         table = _TABLES[version]
         text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
     if body:
-        return False, (text + "content-length:" + str(len(body)) + "\n\n").encode() + body + b"\0"
-    return False, (text + "\n").encode() + b"\0"
+        return False, b"%bcontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
+    return False, text.encode() + b"\n\0"
 
 
 def _first_wins(headers: Headers) -> Headers:
