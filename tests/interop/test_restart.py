@@ -75,7 +75,7 @@ def test_broker_restart_reconnects_resubscribes_and_keeps_acks() -> None:
         return acked, after, seen
 
     try:
-        acked, after, seen = run(main(), timeout=150)
+        acked, after, seen = run(main(), timeout=240)
     finally:
         if not stomp_answers(broker.port):
             brokers_cmd("start", "rabbitmq")
