@@ -82,3 +82,39 @@ def test_queues_are_per_subscription(run):
                 assert client.session.is_reading()
 
     run(main())
+
+
+def test_ack_with_receipt_inside_async_for_over_a_full_queue(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, max_queue=4) as client:
+                sub = await client.subscribe("/q", ack="client-individual")
+                for n in range(8):  # the broker pushes all 8: the RECEIPT comes behind 4 unread ones
+                    server.connected[0].deliver(sub.id, b"m%d" % n)
+                await server.wait_for(lambda: not client.session.is_reading())
+                message = await sub.get(timeout=5)
+                await message.ack(receipt=True, timeout=5)  # reading resumed for the receipt
+                assert message.body == b"m0" and len(sub) == 7
+                await server.wait_for(lambda: not client.session.is_reading())  # full again: paused
+
+    run(main())
+
+
+def test_a_receipt_wait_never_lifts_the_hard_bound(run):
+    async def main():
+        async with FakeServer(answer_receipts=False) as server:
+            async with aio.connect("127.0.0.1", server.port, max_queue=4) as client:
+                sub = await client.subscribe("/q", receipt=False)
+                await server.wait_for(lambda: server.connected[0].conn.subscriptions)
+                for _ in range(300):
+                    server.connected[0].deliver(sub.id, b"y" * 1000)
+                await server.wait_for(lambda: not client.session.is_reading())
+                with pytest.raises(asyncio.TimeoutError):
+                    await client.send("/other", receipt=True, timeout=0.5)  # reads on, up to 2 x max_queue
+                held = len(sub)
+                assert not client.session.is_reading() and 8 <= held < 300  # 2 x max_queue, plus one read
+            # leaving the block disconnects: the RECEIPT is read past the full queue, no hang,
+            # and what arrives meanwhile is not queued past the hard bound
+            assert len(sub) == held
+
+    run(main())

@@ -184,7 +184,8 @@ class Client:
     def _on_event(self, event: Event) -> None:
         if isinstance(event, MessageEvent):
             sub = self._subscriptions.get(event.subscription or "")
-            if sub is not None and self._session is not None:
+            # while disconnecting the socket is read freely: queues keep their hard bound, the rest is dropped
+            if sub is not None and self._session is not None and not (self._closing and len(sub) >= 2 * sub.max_queue):
                 sub._put(Message(event, self, self._session))
         elif isinstance(event, SessionEnded):
             pass  # handled by _session_ended, once the session's future is done
@@ -318,6 +319,7 @@ class Client:
             self._end(self._error)
             return
         self._closing = True
+        session.closing_down()  # no new messages are queued; the RECEIPT must not wait behind them
         try:
             await self._request(lambda conn, rid: conn.disconnect(receipt=rid), True, limit)
         finally:

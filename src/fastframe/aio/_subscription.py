@@ -83,8 +83,9 @@ class Subscription:
     """An async iterator of :class:`Message`; ``async with`` unsubscribes on exit.
 
     The queue holds at most ``max_queue`` messages: when it is full the client stops reading the
-    socket and reads again once half of it is consumed, so memory stays bounded. Nothing is read
-    while paused, RECEIPTs included: a receipt wait behind a full queue ends at its deadline.
+    socket and reads again once half of it is consumed, so memory stays bounded. While a receipt is
+    awaited reading goes on up to twice ``max_queue`` (the RECEIPT may come behind MESSAGEs); past
+    that a receipt wait ends at its deadline: set the broker's prefetch to bound what it sends.
     """
 
     def __init__(
@@ -102,6 +103,7 @@ class Subscription:
         self._waiter: Optional[asyncio.Future[None]] = None
         self._end: Optional[BaseException] = None
         self._ended = False
+        self._hard = False  # the queue reached twice its bound: even a receipt wait does not read on
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -109,7 +111,8 @@ class Subscription:
     def _put(self, message: Message) -> None:
         self._queue.append(message)
         if len(self._queue) >= self.max_queue:
-            message._session.pause_reading(self)
+            self._hard = len(self._queue) >= 2 * self.max_queue
+            message._session.pause_reading(self, hard=self._hard)
         self._wake()
 
     def _finish(self, error: Optional[BaseException]) -> None:
@@ -151,7 +154,11 @@ class Subscription:
                 self._waiter = None
         message = self._queue.popleft()
         if len(self._queue) <= self.max_queue // 2:
+            self._hard = False
             self._client._resume(self)
+        elif self._hard and len(self._queue) < 2 * self.max_queue:
+            self._hard = False
+            message._session.pause_reading(self)  # below the hard bound: a receipt wait may read on
         return message
 
     async def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:

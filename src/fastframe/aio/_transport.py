@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as _ssl
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..protocol import (
     ClientConnection,
@@ -86,9 +86,10 @@ class Session:
         self._receipts: Dict[str, asyncio.Future[Receipt]] = {}
         self._writable = asyncio.Event()
         self._writable.set()
-        self._pauses: Set[object] = set()
+        self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
         self._ticker: Optional[asyncio.Task[None]] = None
         self._ending = False
+        self._closing_down = False
 
     # ------------------------------------------------------------------ opening
 
@@ -143,6 +144,7 @@ class Session:
                 waiter = self._receipts.pop(event.receipt_id, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(event)
+                self._apply_flow()
                 if event.for_command == "DISCONNECT":
                     self._ending = True
             elif isinstance(event, Error):
@@ -196,27 +198,46 @@ class Session:
         """A future that the RECEIPT for ``receipt_id`` resolves (fails when the session ends first)."""
         waiter: asyncio.Future[Receipt] = self._loop.create_future()
         self._receipts[receipt_id] = waiter
+        self._apply_flow()
         return waiter
 
     def forget_receipt(self, receipt_id: str) -> None:
         """Stop waiting for ``receipt_id`` (its wait ended)."""
         self._receipts.pop(receipt_id, None)
+        self._apply_flow()
 
     # ------------------------------------------------------------------ flow control
 
-    def pause_reading(self, reason: object) -> None:
-        """Stop reading from the socket until every reason given here is resumed."""
-        self._pauses.add(reason)
-        if self.transport is not None and self.transport.is_reading():
-            self.transport.pause_reading()
+    def pause_reading(self, reason: object, *, hard: bool = False) -> None:
+        """Stop reading from the socket until every reason given here is resumed.
+
+        A soft pause is lifted while a receipt is awaited, since the RECEIPT may wait in the socket
+        behind MESSAGEs (an ACK with a receipt inside ``async for`` over a full queue); a ``hard``
+        one (a queue at twice its bound) is not, so memory stays bounded either way.
+        """
+        self._pauses[reason] = hard
+        self._apply_flow()
 
     def resume_reading(self, reason: object) -> None:
         """Withdraw one reason to pause; read again when none is left."""
-        self._pauses.discard(reason)
-        if not self._pauses and self.transport is not None and not self.transport.is_closing():
-            if not self.transport.is_reading():
-                self.conn.keepalive(self._loop.time())  # unread bytes waited in the socket: not the peer's silence
-                self.transport.resume_reading()
+        self._pauses.pop(reason, None)
+        self._apply_flow()
+
+    def _apply_flow(self) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        paused = not self._closing_down and (any(self._pauses.values()) or (bool(self._pauses) and not self._receipts))
+        if paused and transport.is_reading():
+            transport.pause_reading()
+        elif not paused and not transport.is_reading():
+            self.conn.keepalive(self._loop.time())  # unread bytes waited in the socket: not the peer's silence
+            transport.resume_reading()
+
+    def closing_down(self) -> None:
+        """Read freely from now on (DISCONNECT is being sent: its RECEIPT must not wait behind MESSAGEs)."""
+        self._closing_down = True
+        self._apply_flow()
 
     def is_reading(self) -> bool:
         """Whether the socket is being read (False while paused by a full queue)."""
@@ -245,7 +266,7 @@ class Session:
                     self.write(beat)
                 except ConnectionClosedError:
                     return
-            if self._pauses:
+            if not self.is_reading():
                 self.conn.keepalive(now)  # we are not reading: the peer cannot prove itself
             elif self.conn.peer_silent(now):
                 await self._settle_reads()
