@@ -17,7 +17,8 @@ from any monotonic clock) where time matters. API summary::
     server.message(sub_id, body, headers, message_id=) / receipt(receipt_id) / error(message) -> bytes
     Both: state (State.IDLE/CONNECTING/CONNECTED/DISCONNECTING/CLOSED), version, heartbeat
       (send_ms, receive_ms), pending_receipts, subscriptions, transactions, unacked, new_id(prefix),
-      heartbeat_due(now) -> b"\\n" or b"", peer_silent(now), next_deadline(), data_sent(now).
+      heartbeat_due(now) -> b"\\n" or b"", peer_silent(now), next_deadline(), data_sent(now),
+      keepalive(now). Silence = nothing for heartbeat_grace x interval (+1 interval before the first data).
     Every frame event has .frame (a fastframe.Frame). Our misuse raises LocalProtocolError (nothing
     changes); a peer's violation raises RemoteProtocolError (fatal; .events holds what came before);
     both are fastframe.FrameError and carry .frame.

@@ -20,6 +20,8 @@ __all__ = ["State", "Headers", "ConnectionCore"]
 
 Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
 
+_BEAT = HeartbeatReceived()  # immutable and field-less: one instance serves every heart-beat
+
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
 
@@ -227,7 +229,7 @@ class ConnectionCore:
     def _dispatch_all(self, items: Sequence[Any], events: List[Event]) -> None:
         for item in items:
             if isinstance(item, Heartbeat):
-                events.append(HeartbeatReceived())
+                events.append(_BEAT)
             elif self._handshaken:
                 self._dispatch(item, events)
             else:
