@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 __all__ = [
@@ -151,14 +152,23 @@ def _java_error_reason(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def check_executors(spark: Any, python: str, tasks: Optional[int] = None) -> List[Dict[str, Any]]:
+def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: float = 120.0) -> List[Dict[str, Any]]:
     """Run one small task per core and check that the executors' Python can import what a read needs.
 
-    Returns what each task saw (host, pid, working folder, python, version,
-    codec); raises :class:`ExecutorProblem` with one clear sentence when a
+    Waits up to ``wait`` seconds for a first executor. Returns what each task
+    saw (host, pid, working folder, python, version, codec); raises :class:`ExecutorProblem` with one clear sentence when a
     module is missing or the Python does not start.
     """
     sc = spark.sparkContext
+    deadline = time.monotonic() + wait
+    # the driver counts itself; a cluster without room for an executor would leave the job waiting forever
+    while sc._jsc.sc().getExecutorMemoryStatus().size() < 2:
+        if time.monotonic() > deadline:
+            raise ExecutorProblem(
+                f"no executor joined in {wait:.0f} s: the cluster may have no free core, or no worker with "
+                f"spark.executor.memory ({sc.getConf().get('spark.executor.memory', '1g')}) to spare"
+            )
+        time.sleep(0.5)
     count = tasks or max(2, sc.defaultParallelism)
     fix = (
         f"the executors run {python!r}; point spark.pyspark.python (or PYSPARK_PYTHON on the driver) at a Python "
@@ -198,8 +208,9 @@ def tasks_per_executor(spark: Any, job_group: str) -> Optional[Dict[str, Tuple[s
         for job_id in tracker.getJobIdsForGroup(job_group):
             job = tracker.getJobInfo(job_id)
             for stage_id in job.stageIds if job else ():
-                for attempt in _seq(store.stageAttempts(stage_id)):
-                    for task in _seq(store.taskList(stage_id, attempt.attemptId(), 1 << 30)):
+                stage = tracker.getStageInfo(stage_id)
+                for attempt in range(stage.currentAttemptId + 1 if stage else 0):
+                    for task in _seq(store.taskList(stage_id, attempt, 1 << 30)):
                         if task.status() == "SUCCESS":
                             counts[task.executorId()] = counts.get(task.executorId(), 0) + 1
     except Exception:
