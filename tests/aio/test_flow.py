@@ -118,3 +118,16 @@ def test_a_receipt_wait_never_lifts_the_hard_bound(run):
             assert len(sub) == held
 
     run(main())
+
+
+def test_heartbeats_both_ways_are_seen_by_the_frame_hook(run):
+    async def main():
+        seen = []
+        async with FakeServer(heartbeat=(30, 30)) as server:
+            hook = lambda direction, frame: seen.append((direction, frame))  # noqa: E731
+            async with aio.connect("127.0.0.1", server.port, heartbeat=(30, 30), frame_hook=hook) as client:
+                await server.wait_for(lambda: ("in", None) in seen and ("out", None) in seen and server.peers[0].beats)
+                assert client.is_connected
+        assert [f.command for d, f in seen if d == "out" and f is not None] == ["CONNECT", "DISCONNECT"]
+
+    run(main())
