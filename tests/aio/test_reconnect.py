@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 import socket
 
 import pytest
@@ -92,3 +93,24 @@ def test_no_reconnect_without_a_policy(run):
             await client.close()
 
     run(main())
+
+
+def test_a_send_during_a_reconnect_waits_for_it(run):
+    # a busy wait would never yield to the loop: an alarm turns that regression into a failure, not a hang
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("the send spun")))
+    signal.alarm(30)
+
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(initial_delay=0.2, max_delay=0.2, jitter=0.0)
+            async with aio.connect("127.0.0.1", server.port, reconnect=policy) as client:
+                client.session.abort(ConnectionResetError("dropped"))  # its callbacks have not run yet
+                await client.send("/q", b"after", receipt=True, timeout=10)  # waits, then goes through
+                assert client.connections == 2
+                assert [e.frame.body for e in server.connected[1].frames if e.command == "SEND"] == [b"after"]
+
+    try:
+        run(main())
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)

@@ -197,6 +197,7 @@ class Client:
                 raise self._error or ConnectionClosedError("the client is closed")
             if self.is_connected and self._session is not None:
                 return self._session
+            self._ready.clear()  # the session just ended (its callback may not have run): wait for the next
             await asyncio.wait_for(self._ready.wait(), timeout)
 
     async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> Session:
