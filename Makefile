@@ -13,9 +13,18 @@ $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.p
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
 	touch $@
 
-# the main job: a seeded sample archive of STOMP captures, converted to Parquet by Spark (local mode)
+# the main job: a seeded sample archive of STOMP captures, converted to Parquet by Spark (local mode).
+# Spark needs Java 17+: installed here when missing on Debian as root (as .ci/run does), else a hint.
 demo: $(VENV)/.installed
-	@command -v java >/dev/null || { echo "make demo runs Spark, which needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@major=$$(java -version 2>&1 | sed -n 's/.* version "\([0-9]*\).*/\1/p' | head -n 1); \
+	if [ -z "$$major" ] || [ "$$major" -lt 17 ]; then \
+	    if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ] && command -v apt-get >/dev/null; then \
+	        echo "installing Java for Spark: apt-get install openjdk-17-jre-headless"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless; \
+	    else \
+	        echo "make demo runs Spark, which needs Java 17+ (Debian: apt-get install openjdk-17-jre-headless)"; exit 1; \
+	    fi; \
+	fi
 	rm -rf out/demo-archive out/demo-parquet
 	$(VENV)/bin/fastframe sample-archive out/demo-archive
 	$(VENV)/bin/fastframe convert out/demo-archive --out out/demo-parquet
