@@ -68,15 +68,15 @@ sanitize: $(VENV)/.fuzz-installed
 	PY=$(PY) fuzz/sanitized.sh python fuzz/corpus_workout.py --large
 
 sanitize-smoke: $(VENV)/.fuzz-installed
-	FASTFRAME_DIFF_EXAMPLES=100 PY=$(PY) $(SANITIZE_PYTEST) $(SANITIZE_SMOKE_TESTS) tests/test_differential.py
+	FASTFRAME_DIFF_EXAMPLES=60 PY=$(PY) $(SANITIZE_PYTEST) $(SANITIZE_SMOKE_TESTS) tests/test_differential.py
 	for h in decode diff columns encode; do PY=$(PY) fuzz/sanitized.sh python fuzz/run.py $$h --replay || exit 1; done
-	PY=$(PY) fuzz/sanitized.sh python fuzz/corpus_workout.py
+	PY=$(PY) fuzz/sanitized.sh python fuzz/corpus_workout.py --quick
 
 valgrind: $(VENV)/.installed
 	PY=$(PY) fuzz/valgrind.sh --large
 
 valgrind-smoke: $(VENV)/.installed
-	PY=$(PY) fuzz/valgrind.sh
+	PY=$(PY) fuzz/valgrind.sh --quick
 
 clean:
 	rm -rf build dist src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c

@@ -14,7 +14,7 @@ from _common import C, P, column_rows, cut_points, decoder_options, decoding_see
 
 from fastframe import DecodeError
 
-MAX_LEN = 4096
+MAX_LEN = 2048
 
 
 def column_outcome(

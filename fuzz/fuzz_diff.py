@@ -10,7 +10,7 @@ from typing import Iterator, Tuple
 
 from _common import C, P, cut_points, decoder_options, decoding_seeds, outcome, split
 
-MAX_LEN = 4096
+MAX_LEN = 2048
 
 
 def test_one_input(data: bytes) -> None:
