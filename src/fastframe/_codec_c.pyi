@@ -1,4 +1,5 @@
-# The compiled twin has exactly the Python twin's API: type checkers read the reference.
+# The compiled twin has exactly the Python twin's API: type checkers read the reference
+# (Decoder.get_buffer(sizehint) -> memoryview and buffer_updated(nbytes) included).
 from ._codec_py import IMPLEMENTATION as IMPLEMENTATION
 from ._codec_py import ColumnDecoder as ColumnDecoder
 from ._codec_py import Decoder as Decoder

@@ -61,7 +61,7 @@ from ._layout import (
     Columns,
     take_limits,
 )
-from ._options import decoder_options, encoder_options
+from ._options import decoder_options, encoder_options, received_size, receive_size
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
@@ -774,7 +774,9 @@ cdef class Decoder:
 
     ``feed(data)`` takes bytes-like data split anywhere and returns the frames
     (and, with ``heartbeat_events=True``, :class:`Heartbeat` events) completed
-    by it. ``close()`` reports a stream that ended inside a frame. On
+    by it; ``get_buffer()`` and ``buffer_updated(nbytes)`` do the same for bytes
+    written into a buffer the decoder lends (``asyncio.BufferedProtocol``).
+    ``close()`` reports a stream that ended inside a frame. On
     malformed input ``feed()`` raises a :class:`DecodeError` subclass whose
     ``frames`` attribute holds what the same call completed before the bad
     byte; the decoder then refuses input until :meth:`reset`.
@@ -817,6 +819,10 @@ cdef class Decoder:
     # True while a call runs: a second call (another thread, a finalizer) raises instead of
     # touching the buffer, so the raw pointers a call holds stay valid across its calls into Python
     cdef bint busy
+    # what get_buffer() lends: a bytearray, never resized (a view of it stays valid memory
+    # while the view lives), replaced by a larger one when a larger one is asked for
+    cdef bytearray recv
+    cdef Py_ssize_t lent  # its size as lent, -1 when none is lent
 
     def __cinit__(self):
         cdef Py_ssize_t size
@@ -901,6 +907,7 @@ cdef class Decoder:
             self.busy = False
 
     cdef int _reset(self) except -1:
+        self.lent = -1
         PyMem_Free(self.buf)
         self.buf = NULL
         self.cap = self.end = self.pos = self.base = 0
@@ -934,6 +941,43 @@ cdef class Decoder:
         cdef list out = []
         self._feed(data, out)
         return out
+
+    def get_buffer(self, sizehint=-1):
+        """A writable buffer for the next bytes (at least 1 byte; 64 KiB when ``sizehint`` <= 0).
+
+        Write the stream's next bytes at its start, then call
+        :meth:`buffer_updated` with their number: together they are
+        ``asyncio.BufferedProtocol``'s pair. The buffer belongs to the decoder and
+        is reused: write into the one most recently returned, once.
+        """
+        cdef Py_ssize_t size = receive_size(sizehint)
+        self._enter("get_buffer")
+        try:
+            if self.recv is None or len(self.recv) < size:
+                # a new bytearray: a view of the old one stays valid memory while it lives
+                self.recv = bytearray(size)
+            self.lent = len(self.recv)
+            return memoryview(self.recv)
+        finally:
+            self.busy = False
+
+    def buffer_updated(self, nbytes):
+        """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: what ``feed()`` of them returns."""
+        cdef list out = []
+        self._received(nbytes, out)
+        return out
+
+    cdef int _received(self, nbytes, list out) except -1:
+        cdef Py_ssize_t size
+        self._enter("buffer_updated")
+        try:
+            size = received_size(nbytes, self.lent)
+            self.lent = -1  # a buffer lent is filled once
+            # parsed where the transport wrote it: only an incomplete frame's bytes are copied
+            self._feed_buffer(memoryview(self.recv)[:size], out)
+        finally:
+            self.busy = False
+        return 0
 
     cdef int _feed(self, data, list out) except -1:
         self._enter("feed")
@@ -1565,6 +1609,11 @@ cdef class ColumnDecoder(Decoder):
     def feed(self, data):
         """Add bytes; return the number of rows waiting to be taken."""
         self._feed(data, [])
+        return self.store.pending()
+
+    def buffer_updated(self, nbytes):
+        """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: the number of rows waiting."""
+        self._received(nbytes, [])
         return self.store.pending()
 
     @property

@@ -58,7 +58,7 @@ from ._layout import (
     Columns,
     take_limits,
 )
-from ._options import decoder_options, encoder_options
+from ._options import decoder_options, encoder_options, receive_size, received_size
 
 __all__ = [
     "Frame",
@@ -295,7 +295,9 @@ class Decoder:
 
     ``feed(data)`` takes bytes-like data split anywhere and returns the frames
     (and, with ``heartbeat_events=True``, :class:`Heartbeat` events) completed
-    by it. ``close()`` reports a stream that ended inside a frame. On
+    by it; ``get_buffer()`` and ``buffer_updated(nbytes)`` do the same for bytes
+    written into a buffer the decoder lends (``asyncio.BufferedProtocol``).
+    ``close()`` reports a stream that ended inside a frame. On
     malformed input ``feed()`` raises a :class:`DecodeError` subclass whose
     ``frames`` attribute holds what the same call completed before the bad
     byte; the decoder then refuses input until :meth:`reset`.
@@ -339,6 +341,7 @@ class Decoder:
         self._max_frame = opts.max_frame_size
         self._events = opts.heartbeat_events
         self._seen_lines: Dict[str, Header] = {}  # head line -> its pair, in escaped frames
+        self._recv: Optional[bytearray] = None  # what get_buffer() lends
 
     def reset(self) -> None:
         """Forget everything: buffered bytes, counters, a pending error."""
@@ -349,6 +352,7 @@ class Decoder:
             self._lock.release()
 
     def _reset(self) -> None:
+        self._lent = -1  # the size of the buffer lent by get_buffer(), -1 when none is
         self._buf: Union[bytes, bytearray] = bytearray()  # bytes: the caller's, parsed in place
         self._base = 0  # stream offset of _buf[0]
         self._pos = 0  # first byte not yet consumed (index into _buf)
@@ -385,6 +389,39 @@ class Decoder:
             return self._feed(data)
         finally:
             self._lock.release()
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """A writable buffer for the next bytes (at least 1 byte; 64 KiB when ``sizehint`` <= 0).
+
+        Write the stream's next bytes at its start, then call
+        :meth:`buffer_updated` with their number: together they are
+        ``asyncio.BufferedProtocol``'s pair. The buffer belongs to the decoder and
+        is reused: write into the one most recently returned, once.
+        """
+        size = receive_size(sizehint)
+        self._enter("get_buffer")
+        try:
+            recv = self._recv
+            if recv is None or len(recv) < size:
+                # a new bytearray: a view of the old one stays valid memory while it lives
+                recv = self._recv = bytearray(size)
+            self._lent = len(recv)
+            return memoryview(recv)
+        finally:
+            self._lock.release()
+
+    def buffer_updated(self, nbytes: int) -> List[Any]:
+        """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: what ``feed()`` of them returns."""
+        self._enter("buffer_updated")
+        try:
+            return self._feed(self._received(nbytes))
+        finally:
+            self._lock.release()
+
+    def _received(self, nbytes: int) -> bytes:
+        size = received_size(nbytes, self._lent)
+        self._lent = -1  # a buffer lent is filled once
+        return bytes(memoryview(self._recv)[:size])  # type: ignore[arg-type]
 
     def _feed(self, data: BytesLike) -> List[Any]:
         if self._error is not None:
@@ -1020,16 +1057,27 @@ class ColumnDecoder(Decoder):
         """Add bytes; return the number of rows waiting to be taken."""
         self._enter("feed")
         try:
-            try:
-                frames = self._feed(data)
-            except FrameError as error:
-                self._store.add(error.frames)  # type: ignore[attr-defined]
-                error.frames = []  # type: ignore[attr-defined]
-                raise
-            self._store.add(frames)
-            return self._store.pending
+            return self._feed_rows(data)
         finally:
             self._lock.release()
+
+    def buffer_updated(self, nbytes: int) -> int:  # type: ignore[override]
+        """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: the number of rows waiting."""
+        self._enter("buffer_updated")
+        try:
+            return self._feed_rows(self._received(nbytes))
+        finally:
+            self._lock.release()
+
+    def _feed_rows(self, data: BytesLike) -> int:
+        try:
+            frames = self._feed(data)
+        except FrameError as error:
+            self._store.add(error.frames)  # type: ignore[attr-defined]
+            error.frames = []  # type: ignore[attr-defined]
+            raise
+        self._store.add(frames)
+        return self._store.pending
 
     @property
     def rows(self) -> int:

@@ -57,5 +57,10 @@ DEFAULT_MAX_LINE_LENGTH = 10 * 1024
 DEFAULT_MAX_BODY_SIZE = 100 * 1024 * 1024
 DEFAULT_MAX_FRAME_SIZE = DEFAULT_MAX_BODY_SIZE + 16 * 1024 * 1024
 
+#: The buffer Decoder.get_buffer() lends (asyncio.BufferedProtocol): its size when the
+#: transport gives no size hint, and the largest it lends whatever the hint.
+RECEIVE_BUFFER_SIZE = 64 * 1024
+MAX_RECEIVE_BUFFER_SIZE = 4 * 1024 * 1024
+
 #: content-length values above this are malformed, whatever the limits say.
 MAX_CONTENT_LENGTH = 2**63 - 1

@@ -27,6 +27,9 @@ __all__ = [
     "REENTRANT_CALL",
     "NOT_BYTES",
     "NOT_CONTIGUOUS",
+    "NOTHING_LENT",
+    "BAD_NBYTES",
+    "NOT_AN_INT",
 ]
 
 EXCERPT_RADIUS = 16
@@ -35,13 +38,18 @@ EXCERPT_RADIUS = 16
 #: without a lock, or a finalizer run in the middle of a call). Like CPython's
 #: buffered I/O, it raises instead of touching its buffer: RuntimeError.
 REENTRANT_CALL = (
-    "{}.{}() called while another call on the same decoder is running "
-    "(use one decoder per connection, or a lock)"
+    "{}.{}() called while another call on the same decoder is running (use one decoder per connection, or a lock)"
 )
 #: feed() of something that is not a buffer (TypeError).
 NOT_BYTES = "data must be a bytes-like object (bytes, bytearray, memoryview), not {}"
 #: feed() of a buffer whose bytes are not in one C-contiguous block (BufferError).
 NOT_CONTIGUOUS = "data must be a C-contiguous buffer; copy it first with bytes(data)"
+#: buffer_updated() with no buffer lent by get_buffer() since the last buffer_updated() (RuntimeError).
+NOTHING_LENT = "buffer_updated() called without a buffer from get_buffer()"
+#: buffer_updated(nbytes) with more bytes than the buffer lent holds (ValueError).
+BAD_NBYTES = "nbytes must be from 0 to {} (the size of the buffer get_buffer() returned), not {}"
+#: sizehint or nbytes that is not an int (TypeError).
+NOT_AN_INT = "{} must be an int, not {}"
 
 
 class FrameError(ValueError):

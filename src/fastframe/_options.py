@@ -9,8 +9,11 @@ from ._constants import (
     DEFAULT_MAX_FRAME_SIZE,
     DEFAULT_MAX_HEADER_COUNT,
     DEFAULT_MAX_LINE_LENGTH,
+    MAX_RECEIVE_BUFFER_SIZE,
+    RECEIVE_BUFFER_SIZE,
     VERSIONS,
 )
+from ._errors import BAD_NBYTES, NOT_AN_INT, NOTHING_LENT
 
 
 class DecoderOptions(NamedTuple):
@@ -92,6 +95,24 @@ def decoder_options(
         max_frame_size=_check_limit("max_frame_size", max_frame_size, 2),
         heartbeat_events=_check_flag("heartbeat_events", heartbeat_events),
     )
+
+
+def receive_size(sizehint: object) -> int:
+    """The size of the buffer ``get_buffer(sizehint)`` lends (asyncio passes -1: any size)."""
+    if type(sizehint) is not int:
+        raise TypeError(NOT_AN_INT.format("sizehint", type(sizehint).__name__))
+    return RECEIVE_BUFFER_SIZE if sizehint <= 0 else min(sizehint, MAX_RECEIVE_BUFFER_SIZE)
+
+
+def received_size(nbytes: object, lent: int) -> int:
+    """Check ``buffer_updated(nbytes)`` against the size of the buffer lent (-1: none is lent)."""
+    if type(nbytes) is not int:
+        raise TypeError(NOT_AN_INT.format("nbytes", type(nbytes).__name__))
+    if lent < 0:
+        raise RuntimeError(NOTHING_LENT)
+    if not 0 <= nbytes <= lent:
+        raise ValueError(BAD_NBYTES.format(lent, nbytes))
+    return nbytes
 
 
 def encoder_options(
