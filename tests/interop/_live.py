@@ -51,9 +51,6 @@ class Broker:
     def options(self, version: str) -> Dict[str, Any]:
         return {**self.common, **self.per_version.get(version, {})}
 
-    def host_port(self) -> tuple[str, int]:
-        return HOST, self.port
-
 
 ALL = frozenset(":\n\r\\")
 NO_CR = frozenset(":\n\\")
