@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 __all__ = [
     "ENV_NAME",
@@ -60,15 +59,14 @@ def python_settings(conf: Mapping[str, str], environ: Mapping[str, str], executa
     return {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": driver}
 
 
-def driver_link_dir(prefix: Optional[str] = None) -> str:
-    """A new folder holding ``fastframe-env``, a link to this interpreter's environment.
+def driver_link_dir(folder: str, prefix: Optional[str] = None) -> str:
+    """``folder``, given ``fastframe-env``: a link to this interpreter's environment.
 
     The driver's JVM starts in it, so that ``./fastframe-env/bin/python3``
     (the shipped environment on the executors) is the driver's own Python
     there: the source's planning runs on the driver with the same path.
     """
     prefix = prefix or sys.prefix
-    folder = tempfile.mkdtemp(prefix="fastframe-driver-")
     link = os.path.join(folder, ENV_NAME)
     if os.path.exists(os.path.join(prefix, "bin", "python3")):
         # linking the whole prefix keeps a virtual environment's pyvenv.cfg beside bin/
@@ -80,15 +78,21 @@ def driver_link_dir(prefix: Optional[str] = None) -> str:
 
 
 def pack_env(source: Optional[str], workdir: str) -> str:
-    """A packed environment to ship: ``source`` itself when it is an archive, else ``source`` packed by venv-pack.
+    """A packed environment Spark can unpack on the executors (``spark.archives``), written under ``workdir``.
 
-    ``source`` None packs the environment of this interpreter. The result is
-    an archive Spark unpacks on the executors (``spark.archives``).
+    ``source`` is a virtual environment's folder, packed by venv-pack, or an
+    archive made by venv-pack or conda-pack (``.tar.gz``, ``.tgz``, ``.tar``,
+    ``.zip``); None packs the environment of this interpreter. A tar is
+    rewritten with every folder before what it holds: Spark unpacks with
+    Hadoop's Java untar, which cannot create a symbolic link (venv-pack puts
+    ``bin/python3`` first) in a folder that does not exist yet.
     """
     if source is not None and os.path.isfile(source):
         if not source.endswith(ARCHIVE_ENDINGS):
             raise ValueError(f"{source}: a packed environment ends with {', '.join(ARCHIVE_ENDINGS)}")
-        return os.path.abspath(source)
+        if source.endswith(".zip"):
+            return os.path.abspath(source)
+        return _folders_first(source, os.path.join(workdir, f"{ENV_NAME}.tar"))
     prefix = os.path.abspath(source or sys.prefix)
     if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")):
         raise ValueError(
@@ -99,12 +103,36 @@ def pack_env(source: Optional[str], workdir: str) -> str:
         import venv_pack  # type: ignore[import-untyped]
     except ImportError:
         raise ValueError("packing an environment needs venv-pack (pip install venv-pack)") from None
-    output = os.path.join(workdir, f"{ENV_NAME}.tar")
+    packed = os.path.join(workdir, "venv-pack.tar")
     try:
         # uncompressed: packing and unpacking are several times faster, and it travels on the cluster's network
-        venv_pack.pack(prefix=prefix, output=output, format="tar", force=True)
+        venv_pack.pack(prefix=prefix, output=packed, format="tar", force=True)
     except venv_pack.VenvPackException as exc:
         raise ValueError(f"venv-pack cannot pack {prefix}: {exc}") from None
+    try:
+        return _folders_first(packed, os.path.join(workdir, f"{ENV_NAME}.tar"))
+    finally:
+        os.remove(packed)
+
+
+def _folders_first(source: str, output: str) -> str:
+    import tarfile
+
+    with tarfile.open(source) as src, tarfile.open(output, "w") as out:
+        members = src.getmembers()
+        folders = {m.name.rstrip("/") for m in members if m.isdir()}
+        needed: Set[str] = set()
+        for member in members:
+            parts = member.name.strip("/").split("/")[:-1]
+            needed.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        for name in sorted(needed - folders, key=lambda n: (n.count("/"), n)):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            out.addfile(info)
+        # folders, then files, then links: a link's folder and target exist when it is made
+        order = {tarfile.DIRTYPE: 0, tarfile.SYMTYPE: 2, tarfile.LNKTYPE: 2}
+        for member in sorted(members, key=lambda m: order.get(m.type, 1)):
+            out.addfile(member, src.extractfile(member) if member.isfile() else None)
     return output
 
 

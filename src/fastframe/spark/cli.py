@@ -20,7 +20,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
@@ -359,29 +358,27 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(f"fastframe convert: {hint}", file=sys.stderr)
         return 1
 
-    from ._cluster import pack_env
     from .session import get_session
 
+    size = sum(s for _, s in files)
+    print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
     ship_env = None
-    workdir = tempfile.mkdtemp(prefix="fastframe-convert-")
+    if args.ship_env is not None:
+        ship_env = args.ship_env or sys.prefix
+        print(f"shipping {ship_env} to the executors ...", file=sys.stderr)
+    start = time.monotonic()
     try:
-        if args.ship_env is not None:
-            print(f"packing {args.ship_env or sys.prefix} for the executors ...", file=sys.stderr)
-            try:
-                ship_env = pack_env(args.ship_env or None, workdir)
-            except (OSError, ValueError) as exc:
-                print(f"fastframe convert: --ship-env: {exc}", file=sys.stderr)
-                return 1
-        size = sum(s for _, s in files)
-        print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
-        start = time.monotonic()
         spark = get_session(args.master, app_name="fastframe convert", conf=dict(args.conf), ship_env=ship_env)
-        try:
-            return _convert(spark, args, archives, out_dir, options, len(files), size, start, cluster)
-        finally:
-            spark.stop()
+    except (OSError, ValueError) as exc:
+        if ship_env is None:
+            raise
+        # the environment to ship could not be packed
+        print(f"fastframe convert: --ship-env: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _convert(spark, args, archives, out_dir, options, len(files), size, start, cluster)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        spark.stop()
 
 
 def _convert(

@@ -10,7 +10,7 @@ import sys
 import tempfile
 from typing import Any, Dict, Optional
 
-from ._cluster import ENV_NAME, SHIPPED_PYTHON, driver_link_dir, python_settings
+from ._cluster import ENV_NAME, SHIPPED_PYTHON, driver_link_dir, pack_env, python_settings
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -38,9 +38,15 @@ def _quiet_log4j_file() -> str:
     return path
 
 
+def _temporary_folder(prefix: str) -> str:
+    folder = tempfile.mkdtemp(prefix=prefix)
+    # removed when this process exits (a link in it is removed, not what it leads to)
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
 def _start_in(folder: str, builder: Any) -> Any:
     # the JVM keeps the working folder it starts in; this process goes back to its own at once
-    atexit.register(shutil.rmtree, folder, True)  # a link only: rmtree removes it, not what it leads to
     here = os.getcwd()
     os.chdir(folder)
     try:
@@ -77,11 +83,13 @@ def get_session(
     have with fastframe installed; the source's Python on the driver follows
     (see :func:`fastframe.spark._cluster.python_settings`).
 
-    ``ship_env``, a packed environment (``venv-pack``, ``conda-pack``), is
-    sent to the executors instead (``spark.archives``) and they run its
-    ``bin/python3``; the driver's JVM then starts in a folder where that
-    relative path leads to this interpreter's environment, so paths given to
-    Spark later must be absolute. The session must not exist yet.
+    ``ship_env`` (any master but a local one): a virtual environment's folder
+    (packed here by venv-pack) or a packed environment (venv-pack or
+    conda-pack archive) to send to the executors instead (``spark.archives``);
+    they run its ``bin/python3``. The driver's JVM then starts in a folder
+    where that relative path leads to this interpreter's environment, so
+    paths given to Spark later must be absolute. The session must not exist
+    yet.
     """
     from pyspark.sql import SparkSession
 
@@ -110,11 +118,12 @@ def get_session(
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log4j_file()}"
     settings.update(conf or {})
     if ship_env is not None and not local:
-        settings["spark.archives"] = ",".join(filter(None, [settings.get("spark.archives"), f"{ship_env}#{ENV_NAME}"]))
+        packed = pack_env(ship_env, _temporary_folder("fastframe-env-"))
+        settings["spark.archives"] = ",".join(filter(None, [settings.get("spark.archives"), f"{packed}#{ENV_NAME}"]))
     for key, value in settings.items():
         builder = builder.config(key, value)
     if ship_env is not None and not local:
-        spark = _start_in(driver_link_dir(), builder)
+        spark = _start_in(driver_link_dir(_temporary_folder("fastframe-driver-")), builder)
     else:
         spark = builder.getOrCreate()
     if quiet:
