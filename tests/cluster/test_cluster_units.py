@@ -1,0 +1,85 @@
+"""The cluster helpers that need no cluster: which Python, the packed environment's order, the messages."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fastframe.spark import _cluster
+from fastframe.spark.cli import _failure_reason, java_hint
+from fastframe.spark.cli import main as spark_main
+
+
+def test_the_driver_interpreter_unless_the_user_set_one() -> None:
+    me = "/venv/bin/python"
+    assert _cluster.python_settings({}, {}, me) == {"PYSPARK_PYTHON": me, "PYSPARK_DRIVER_PYTHON": me}
+    # a user's executors' Python also runs the auto-registered source, on the driver and the executors
+    env = {"PYSPARK_PYTHON": "/opt/py/bin/python"}
+    assert _cluster.python_settings({}, env, me) == {
+        "PYSPARK_PYTHON": "/opt/py/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/opt/py/bin/python",
+    }
+    # the Spark setting wins over the variable (PySpark alone would ignore it once started from Python)
+    conf = {"spark.pyspark.python": "/a/python", "spark.pyspark.driver.python": "/b/python"}
+    assert _cluster.python_settings(conf, env, me) == {
+        "PYSPARK_PYTHON": "/a/python",
+        "PYSPARK_DRIVER_PYTHON": "/b/python",
+    }
+    assert _cluster.python_settings({}, {"PYSPARK_DRIVER_PYTHON": "/d"}, me) == {
+        "PYSPARK_PYTHON": me,
+        "PYSPARK_DRIVER_PYTHON": "/d",
+    }
+
+
+def test_a_packed_environment_gets_its_folders_before_its_links(tmp_path: Path) -> None:
+    # as venv-pack writes it: bin/python3, a link, before anything else in bin/
+    source = tmp_path / "venv-pack.tar.gz"
+    with tarfile.open(source, "w:gz") as tar:
+        link = tarfile.TarInfo("bin/python3")
+        link.type, link.linkname = tarfile.SYMTYPE, "/usr/bin/python3"
+        tar.addfile(link)
+        for name, data in (("bin/activate", b"# activate\n"), ("lib/python3.11/site-packages/m.py", b"x = 1\n")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    packed = _cluster.pack_env(str(source), str(tmp_path))
+    with tarfile.open(packed) as tar:
+        names = [(m.name, m.type) for m in tar.getmembers()]
+        assert tar.extractfile("lib/python3.11/site-packages/m.py").read() == b"x = 1\n"  # type: ignore[union-attr]
+    assert names[:4] == [("bin", tarfile.DIRTYPE), ("lib", tarfile.DIRTYPE), ("lib/python3.11", tarfile.DIRTYPE),
+                         ("lib/python3.11/site-packages", tarfile.DIRTYPE)]  # fmt: skip
+    assert names[-1] == ("bin/python3", tarfile.SYMTYPE)
+    with pytest.raises(ValueError, match="not a virtual environment"):
+        _cluster.pack_env(str(tmp_path), str(tmp_path))
+    with pytest.raises(ValueError, match="ends with"):
+        _cluster.pack_env(__file__, str(tmp_path))
+
+
+def test_the_driver_link_leads_to_this_environment(tmp_path: Path) -> None:
+    import sys
+
+    folder = _cluster.driver_link_dir(str(tmp_path))
+    python = Path(folder) / _cluster.SHIPPED_PYTHON
+    assert python.exists() and python.resolve() == Path(sys.executable).resolve()
+
+
+def test_messages_without_java_and_with_an_empty_reason(monkeypatch: Any) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    hint = java_hint()
+    assert hint is not None and "openjdk-17-jre-headless" in hint
+    # PySpark's "...from the Python worker:" with the reason on the next line
+    error = RuntimeError("An exception was thrown from the Python worker:\nModuleNotFoundError: No module named 'x'")
+    assert _failure_reason(error) == (
+        "An exception was thrown from the Python worker: ModuleNotFoundError: No module named 'x'"
+    )
+
+
+def test_ship_env_is_refused_in_local_mode(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "a.stomp").write_bytes(b"SEND\n\n\x00")
+    code = spark_main(["convert", str(tmp_path), "--out", str(tmp_path / "o"), "--ship-env", "env.tar.gz"])
+    assert code == 2 and "--ship-env is for a cluster --master" in capsys.readouterr().err
