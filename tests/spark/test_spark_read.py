@@ -11,7 +11,7 @@ from pyspark.errors import AnalysisException, PythonException
 
 import fastframe
 from fastframe.sample import generate_stream
-from fastframe.spark import read_stomp, register
+from fastframe.spark import register
 from fastframe.spark._index import write_index
 from fastframe.spark.archive import generate_archive
 
@@ -163,13 +163,6 @@ def test_a_schema_selects_columns(spark: Any, archive: Dict[str, Any], archive_r
     assert sorted(tuple(r) for r in df.collect()) == sorted(expected)
     with pytest.raises(AnalysisException, match="unknown column 'nope'"):
         spark.read.format("stomp").schema("nope STRING").load(path).collect()
-
-
-def test_read_stomp_gives_the_same_rows_over_map_in_arrow(
-    spark: Any, archive: Dict[str, Any], archive_rows: Any
-) -> None:
-    df = read_stomp(spark, archive["root"], recursiveFileLookup=True)
-    assert split_rows(collect(df)) == split_rows(archive_rows[1])
 
 
 @pytest.mark.parametrize("filesystem", ["pyarrow", "fsspec"])

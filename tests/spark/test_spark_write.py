@@ -11,7 +11,6 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from fastframe.sample import generate_stream
-from fastframe.spark import write_stomp
 from fastframe.spark.archive import generate_archive
 
 Frame = Tuple[str, Tuple[Tuple[str, str], ...], bytes]
@@ -98,18 +97,6 @@ def test_encoder_options(spark: Any, source: Any, tmp_path: Any, options: Dict[s
         expected = [(c, h if any(n == "content-length" for n, _ in h) else h + (("content-length", str(len(b))),), b)
                     for c, h, b in expected]  # fmt: skip
     assert got == expected
-
-
-def test_write_stomp_writes_the_same_as_the_data_source(spark: Any, source: Any, tmp_path: Any) -> None:
-    totals = write_stomp(source, str(tmp_path / "fn"), mode="overwrite")
-    source.write.format("stomp").mode("overwrite").save(str(tmp_path / "ds"))
-    by_function = spark.read.format("stomp").load(str(tmp_path / "fn"))
-    by_source = spark.read.format("stomp").load(str(tmp_path / "ds"))
-    assert Counter(frames_of(by_function)) == Counter(frames_of(by_source))
-    assert totals["frames"] == by_function.count() and totals["skipped_error_rows"] == 2
-    with pytest.raises(FileExistsError):
-        write_stomp(source, str(tmp_path / "fn"))
-    assert write_stomp(source, str(tmp_path / "fn"), mode="ignore")["files"] == 0
 
 
 def test_write_index_lets_big_outputs_split(spark: Any, source: Any, tmp_path: Any) -> None:

@@ -1,17 +1,13 @@
-"""STOMP archives as Spark tables: a ``stomp`` data source, and the same as plain functions.
+"""STOMP archives as Spark tables: a ``stomp`` data source.
 
-Needs the ``spark`` extra (``pip install fastframe[spark]``: PySpark and
-pyarrow); the codec itself never does. Which Spark gets which path:
-
-* Spark/PySpark 4.0 and newer: the Python Data Source API.
-  ``spark.read.format("stomp").load(path)`` and
-  ``df.write.format("stomp").mode("overwrite").save(path)`` work once the
-  source is registered, which happens on its own when fastframe is installed
-  in the interpreter Spark's Python workers run (PySpark imports the
-  ``pyspark_stomp`` module and finds its ``DefaultSource``); or explicitly
-  with :func:`register` (``spark.dataSource.register(StompDataSource)``).
-* PySpark 3.3 to 3.5: :func:`read_stomp` and :func:`write_stomp`, which do the
-  same over ``mapInArrow`` and give the same rows (they work on 4.x too).
+Needs the ``spark`` extra (``pip install fastframe[spark]``: PySpark 4.0 or
+newer and pyarrow); the codec itself never does. It uses the Python Data
+Source API: ``spark.read.format("stomp").load(path)`` and
+``df.write.format("stomp").mode("overwrite").save(path)`` work once the
+source is registered, which happens on its own when fastframe is installed
+in the interpreter Spark's Python workers run (PySpark imports the
+``pyspark_stomp`` module and finds its ``DefaultSource``); or explicitly
+with :func:`register` (``spark.dataSource.register(StompDataSource)``).
 
 The rows (:data:`COLUMNS`, :func:`spark_schema`): one per frame with
 ``path, offset, frame_index, command, headers`` (array of name/value structs
@@ -33,11 +29,9 @@ __all__ = [
     "generate_archive",
     "get_session",
     "option_names",
-    "read_stomp",
     "register",
     "spark_schema",
     "write_index",
-    "write_stomp",
 ]
 
 _LAZY = {
@@ -49,8 +43,6 @@ _LAZY = {
     "get_session": ".session",
     "register": ".session",
     "option_names": "._options",
-    "read_stomp": "._compat",
-    "write_stomp": "._compat",
     "spark_schema": "._schema",
     "write_index": "._index",
 }

@@ -1,8 +1,8 @@
 """Reader and writer options: names, defaults, parsing and checking.
 
 Spark hands a data source its options as strings in a case-insensitive map;
-``read_stomp``/``write_stomp`` take Python values. Both go through here, so
-the two paths accept and refuse the same things. Names follow Spark's own file
+Python callers (``fastframe convert``, the tests) pass Python values. Both go
+through here, so the two accept and refuse the same things. Names follow Spark's own file
 sources where one exists (``pathGlobFilter``, ``recursiveFileLookup``,
 ``mode``, ``compression``, ``maxPartitionBytes``) and the codec's keyword
 arguments otherwise, in camelCase; ``snake_case`` spellings are accepted too,

@@ -1,7 +1,7 @@
 """Planning a read (files -> splits -> partitions) and reading one split.
 
-Runs without Spark: the data source, the ``mapInArrow`` fallback and the
-tests call the same two functions, :func:`plan` on the driver and
+Runs without Spark: the data source and the tests call the same two
+functions, :func:`plan` on the driver and
 :func:`read_split` in the tasks.
 """
 

@@ -1,7 +1,7 @@
 """Writing rows back to frame-stream files, one file per partition, with a commit step.
 
-Runs without Spark: the ``DataSourceArrowWriter`` and the ``mapInArrow``
-fallback both drive :class:`FrameFileWriter`. Each task writes its file under
+Runs without Spark: the ``DataSourceArrowWriter`` (and the tests) drive
+:class:`FrameFileWriter`. Each task writes its file under
 ``<path>/_temporary/<job>/``; the driver's :meth:`FrameFileWriter.commit`
 moves the files of successful tasks into ``<path>`` (after clearing it, for
 overwrite) and :meth:`FrameFileWriter.abort` removes the staging folder, so

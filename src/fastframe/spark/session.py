@@ -133,19 +133,8 @@ def get_session(
     return spark
 
 
-def has_data_source_api() -> bool:
-    """True when this PySpark has the Python Data Source API (4.0+)."""
-    try:
-        import pyspark.sql.datasource  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def register(spark: Any) -> bool:
-    """Register the ``stomp`` source on ``spark`` (a no-op without the Data Source API); True if registered."""
-    if not has_data_source_api():
-        return False
+    """Register the ``stomp`` source on ``spark`` explicitly; returns True."""
     from ._source import StompDataSource
 
     spark.dataSource.register(StompDataSource)
