@@ -112,7 +112,7 @@ def main() -> None:
     parser.add_argument("paths", nargs="*", type=Path, help="with --replay: files or folders to run")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1 :] if "--" in argv else []
-    args = parser.parse_args(argv[: len(argv) - len(extra) - bool(extra or "--" in argv)])
+    args = parser.parse_intermixed_args(argv[: len(argv) - len(extra) - bool(extra or "--" in argv)])
     sys.path.insert(0, str(HERE))
     if args.replay:
         harness = importlib.import_module(f"fuzz_{args.harness}")
