@@ -7,7 +7,7 @@ from typing import Any, List, Optional
 
 import fastframe
 
-WAIT = 5.0  # seconds any single wait may take before the test fails
+WAIT = 10.0  # seconds any single wait may take before the test fails (generous: CI boxes are loaded)
 
 
 class Wire:

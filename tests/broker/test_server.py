@@ -158,7 +158,7 @@ def test_stopped_reader_is_dropped_and_its_messages_go_to_others() -> None:
                 producer.frame("SEND", {"destination": "/queue/flood"}, body)
                 sent += 1
                 if sent % 16 == 0:
-                    await asyncio.wait_for(producer.writer.drain(), 5)
+                    await asyncio.wait_for(producer.writer.drain(), 10)
             await wait_for(lambda: b.core.stats()["sessions"] == 1, message="the stuck client was not dropped")
             assert sent < 5000
             assert b.core.stats()["unacked"] == 0  # its deliveries went back to the queue
