@@ -87,6 +87,24 @@ def test_slow_loris_cut_at_frame_deadline() -> None:
     run(test)
 
 
+def test_a_steady_stream_whose_reads_end_mid_frame_is_not_cut() -> None:
+    async def test() -> None:
+        async with Broker(frame_timeout=0.3) as broker:
+            wire = await Wire.connected(broker.port)
+            frame = b"SEND\ndestination:/queue/steady\nreceipt:r\n\nbody\0"
+            wire.write(frame[:10])
+            for _ in range(12):  # 1.2 s in all, four times the deadline; each write ends mid-frame
+                await asyncio.sleep(0.1)
+                wire.write(frame[10:] + frame[:10])
+            wire.write(frame[10:])
+            receipts = await wire.read(13)
+            assert {f.get("receipt-id") for f in receipts} == {"r"}
+            assert broker.core.stats()["queued"] == 13
+            await wire.close()
+
+    run(test)
+
+
 def test_handshake_deadline_and_heartbeat_silence() -> None:
     async def test() -> None:
         async with Broker(handshake_timeout=0.3, heartbeat=(100, 100)) as broker:

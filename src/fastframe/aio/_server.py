@@ -122,6 +122,7 @@ class ServerConnection(asyncio.Protocol):
         if self.closing:
             return
         self._last_received = self._now = self._loop.time()
+        whole = self._whole_frames_end()
         try:
             if self.version is None:
                 self._early += data
@@ -136,10 +137,16 @@ class ServerConnection(asyncio.Protocol):
                 self.close(err)
             return
         if self._decoder.buffered or self._early:
-            if self._frame_started is None:
+            # the deadline runs from the first byte of the frame still incomplete: it restarts when a
+            # frame completed in this read (a fast stream whose every read ends mid-frame is fine)
+            if self._frame_started is None or self._whole_frames_end() != whole:
                 self._frame_started = self._now
         else:
             self._frame_started = None
+
+    def _whole_frames_end(self) -> int:
+        """Stream offset just past the last complete frame (or heart-beat) decoded."""
+        return int(self._base + self._decoder.bytes_fed - self._decoder.buffered)
 
     def eof_received(self) -> Optional[bool]:  # noqa: D102
         return False  # close our side too
