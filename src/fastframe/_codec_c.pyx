@@ -43,6 +43,7 @@ from ._diagnose import (
     header_problem,
 )
 from ._errors import (
+    EXCERPT_RADIUS,
     NOT_BYTES,
     NOT_CONTIGUOUS,
     REENTRANT_CALL,
@@ -70,6 +71,7 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object text)
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
     void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
+    int _PyBytes_Resize(PyObject **bytes, Py_ssize_t size) except -1
 
 __all__ = [
     "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION",
@@ -87,9 +89,11 @@ cdef enum:
     PAIR_SLOTS = 256  # per-decoder cache of (name, value) tuples
     ENCODER_SLOTS = 256  # per-encoder cache of escaping verdicts
     CACHE_MAX_SIZE = 40
+    SINK_MIN = 65536  # a body this large, arriving in pieces, is copied once: into its own bytes object
 
 cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
 cdef long long MAX_COLUMN = MAX_COLUMN_BYTES
+cdef Py_ssize_t RADIUS = EXCERPT_RADIUS  # bytes either side of an error's offset in its excerpt
 
 cdef enum Phase:
     BETWEEN = 0
@@ -823,6 +827,12 @@ cdef class Decoder:
     # while the view lives), replaced by a larger one when a larger one is asked for
     cdef bytearray recv
     cdef Py_ssize_t lent  # its size as lent, -1 when none is lent
+    # a large body arriving in pieces goes straight into the bytes object the frame will hold
+    # (owned, never seen by Python until complete, so it may be resized), not into buf: one
+    # copy per body byte. Its capacity stays within twice what arrived: a content-length
+    # alone reserves nothing (see _start_sink).
+    cdef PyObject *sink
+    cdef Py_ssize_t sunk, sink_cap  # body bytes in it; its size
 
     def __cinit__(self):
         cdef Py_ssize_t size
@@ -849,6 +859,7 @@ cdef class Decoder:
             Py_XDECREF(self.pair_cache[i].pair)
         PyMem_Free(self.buf)
         PyMem_Free(self.scratch)
+        Py_XDECREF(self.sink)
 
     cdef void _drop_pairs(self) noexcept:
         if self.columnar:  # the headers are in the store, not in pairs
@@ -908,6 +919,7 @@ cdef class Decoder:
 
     cdef int _reset(self) except -1:
         self.lent = -1
+        self._drop_sink()
         PyMem_Free(self.buf)
         self.buf = NULL
         self.cap = self.end = self.pos = self.base = 0
@@ -929,12 +941,12 @@ cdef class Decoder:
     @property
     def bytes_fed(self):
         """Total number of bytes fed since creation or the last reset."""
-        return self.base + self.end
+        return self.base + self.end + self.sunk
 
     @property
     def buffered(self):
         """Bytes held for an incomplete frame."""
-        return self.end - self.pos
+        return self.end - self.pos + self.sunk
 
     def feed(self, data):
         """Add bytes; return the frames (and heart-beat events) completed so far."""
@@ -989,6 +1001,8 @@ cdef class Decoder:
 
     cdef int _feed_buffer(self, data, list out) except -1:
         cdef Py_buffer view
+        cdef const unsigned char *p
+        cdef Py_ssize_t size, taken
         if self.error is not None:
             raise self._repeat_error()
         if not PyObject_CheckBuffer(data):
@@ -1000,13 +1014,22 @@ cdef class Decoder:
                 raise BufferError(NOT_CONTIGUOUS)
             if view.len == 0:
                 return 0
+            p = <const unsigned char *>view.buf
+            size = view.len
+            if self.sink != NULL:
+                taken = self._fill_sink(p, size, out)
+                p += taken
+                size -= taken
+                if size == 0:
+                    return 0
             if self.pos == self.end:
                 # nothing buffered: parse the caller's bytes in place, keep only the tail
                 self.base += self.end
                 self.pos = self.end = 0
-                self._run_in_place(<const unsigned char *>view.buf, view.len, out)
+                self._run_in_place(p, size, out)
             else:
-                self._finish_buffered(<const unsigned char *>view.buf, view.len, out)
+                self._finish_buffered(p, size, out)
+            self._start_sink()
         except FrameError as error:
             error.frames = out
             self.error = error
@@ -1014,6 +1037,81 @@ cdef class Decoder:
         finally:
             PyBuffer_Release(&view)
         return 0
+
+    cdef void _drop_sink(self) noexcept:
+        cdef PyObject *sink = self.sink
+        self.sink = NULL
+        self.sunk = self.sink_cap = 0
+        Py_XDECREF(sink)
+
+    cdef int _size_sink(self, Py_ssize_t size) except -1:
+        cdef object fresh
+        if self.sink == NULL:
+            fresh = PyBytes_FromStringAndSize(NULL, size)
+            Py_INCREF(fresh)
+            self.sink = <PyObject *>fresh
+        else:
+            _PyBytes_Resize(&self.sink, size)  # a realloc: large blocks grow without a copy (mremap)
+        self.sink_cap = size
+        return 0
+
+    cdef int _start_sink(self) except -1:
+        """After a feed: a large body still incomplete moves out of buf, into the frame's own bytes."""
+        cdef Py_ssize_t have
+        if self.phase != BODY or self.cl < SINK_MIN or self.sink != NULL:
+            return 0
+        have = self.end - self.bs
+        if have < RADIUS or have > self.cl:  # an excerpt must never need bytes before bs
+            return 0
+        self._size_sink(min(self.cl, max(2 * have, SINK_MIN)))
+        memcpy(PyBytes_AS_STRING(<object>self.sink), self.buf + self.bs, have)
+        self.sunk = have
+        self.end = self.bs  # the head stays in buf
+        return 0
+
+    cdef Py_ssize_t _fill_sink(self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+        """Copy body bytes straight into the sink; at the NUL, the frame. Returns the bytes consumed."""
+        cdef Py_ssize_t n = min(self.cl - self.sunk, size), nul_at, hi
+        cdef char *into
+        cdef const char *command
+        cdef Py_ssize_t command_size
+        cdef tuple headers
+        if self.sunk + n > self.sink_cap:
+            self._size_sink(min(self.cl, max(self.sunk + n, 2 * self.sink_cap)))
+        into = PyBytes_AS_STRING(<object>self.sink)
+        memcpy(into + self.sunk, data, n)
+        self.sunk += n
+        if n == size:
+            return n
+        nul_at = self.base + self.bs + self.cl  # the stream offset of the byte after the body
+        if data[n] != 0:
+            hi = min(n + RADIUS, size)
+            window = PyBytes_FromStringAndSize(into + self.cl - RADIUS, RADIUS)
+            window += PyBytes_FromStringAndSize(<const char *>data + n, hi - n)
+            self._append(data + n, size - n)  # fed is fed: counted as buffered, as in the Python twin
+            raise make_decode_error(
+                MissingNullError, MISSING_NULL.format(self.cl), nul_at, window, nul_at - RADIUS,
+                self.base + self.fs, nul_at + hi - n, "",
+            )
+        if self.columnar:
+            command = PyUnicode_AsUTF8AndSize(self.command, &command_size)
+            self.store.commit(command, command_size, into, self.cl, self.base + self.fs)
+            self.n_pairs = 0  # the store has them
+            self._drop_sink()
+        else:
+            headers = self._take_pairs()
+            PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
+            body = <object>self.sink  # the frame's reference; the sink's own goes below
+            self.sink = NULL
+            self.sunk = self.sink_cap = 0
+            Py_DECREF(body)
+            out.append(_make_frame(self.command, headers, <bytes>body, self.base + self.fs))
+        # the frame is consumed: what follows its NUL starts a new buffer
+        self.base = nul_at + 1
+        self.pos = self.end = 0
+        self.phase = BETWEEN
+        self._start_frame(0)
+        return n + 1
 
     cdef int _run_in_place(self, const unsigned char *data, Py_ssize_t size, list out) except -1:
         """Parse the caller's bytes where they are (``pos`` indexes them); keep only the unconsumed tail."""
@@ -1076,6 +1174,13 @@ cdef class Decoder:
             self._cur_end = self.end
             what = "a frame" if self.phase != BETWEEN else "an EOL"
             try:
+                if self.sink != NULL:  # the stream ends inside a large body: the excerpt is the sink's last bytes
+                    end = self.base + self.end + self.sunk
+                    raise make_decode_error(
+                        TruncatedError, TRUNCATED.format(what, self.base + self.pos), end,
+                        PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>self.sink) + self.sunk - RADIUS, RADIUS),
+                        end - RADIUS, self.base + self.fs, end, "",
+                    )
                 self._fail(TruncatedError, TRUNCATED.format(what, self.base + self.pos), self.end, self.pos, "")
             except FrameError as error:
                 self.error = error
