@@ -91,6 +91,7 @@ class ServerConnection(asyncio.Protocol):
         self._send_ms = 0
         self._cause: Optional[BaseException] = None
         self._registered = False
+        self._paused = False  # reading paused by the server's flow control (deadlines wait meanwhile)
         #: the negotiated version (``None`` before CONNECTED was sent)
         self.version: Optional[str] = None
         #: True once close() or abort() was called
@@ -115,6 +116,7 @@ class ServerConnection(asyncio.Protocol):
         self._registered = True
         if server._congested:
             transport.pause_reading()
+            self._paused = True
         self._schedule()
         server._handler.connection_made(self)
 
@@ -306,15 +308,17 @@ class ServerConnection(asyncio.Protocol):
             return
         self._now = now = self._loop.time()
         options = self._options
-        if self.version is None and now - self._opened_at > options["handshake_timeout"]:
+        if self.version is None and not self._paused and now - self._opened_at > options["handshake_timeout"]:
             self.send(error_frame("timeout", "CONNECT was not complete within handshake_timeout"))
             self.close(TimeoutClosed("handshake"))
             return
-        if self._frame_started is not None and now - self._frame_started > options["frame_timeout"]:
+        if self._paused:  # the client cannot be heard while we do not read: only our heart-beats go out
+            pass
+        elif self._frame_started is not None and now - self._frame_started > options["frame_timeout"]:
             self.send(error_frame("timeout", "a frame was not complete within frame_timeout"))
             self.close(TimeoutClosed("frame"))
             return
-        if self._receive_ms and now - self._last_received > self._receive_ms / 1000 * options["heartbeat_grace"]:
+        elif self._receive_ms and now - self._last_received > self._receive_ms / 1000 * options["heartbeat_grace"]:
             self.abort(TimeoutClosed("heart-beat"))  # silent, as the big brokers do
             return
         if self._congested_since is not None and now - self._congested_since > options["slow_consumer_timeout"]:
@@ -367,11 +371,18 @@ class Server:
         for conn in self._connections:
             if conn not in self._congested and conn._transport is not None and not conn.closing:
                 conn._transport.pause_reading()
+                conn._paused = True
 
     def _resume_all(self) -> None:
+        now = self._loop.time()
         for conn in self._connections:
-            if conn._transport is not None and not conn.closing and conn._transport.is_reading() is False:
+            if conn._paused and conn._transport is not None and not conn.closing:
                 conn._transport.resume_reading()
+            if conn._paused:  # our pause is not the client's silence nor its slowness: restart the clocks
+                conn._paused = False
+                conn._last_received = now
+                if conn._frame_started is not None:
+                    conn._frame_started = now
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop listening, tell every client, wait up to ``timeout`` s for them to go, then abort the rest."""
