@@ -21,7 +21,8 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol
 import fastframe
 from fastframe import spec
 
-from .._constants import ESCAPE, VERSIONS
+from .._constants import VERSIONS
+from ._encoding import first_wins, message_tail
 from ._errors import error_frame
 
 __all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
@@ -259,7 +260,7 @@ class BrokerCore:
             return
         headers = tuple([item for item in frame.headers if item[0] not in _DROPPED])
         if len(headers) > 1 and len({name for name, _ in headers}) != len(headers):
-            headers = _first_wins(headers)
+            headers = first_wins(headers)
         self.publish(_Message(destination, headers, frame.body), session)
 
     def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
@@ -304,7 +305,7 @@ class BrokerCore:
         self._message_ids += 1
         cached = message.tails.get(sub.escapes)
         if cached is None:
-            cached = message.tails[sub.escapes] = _tail(sub.escapes, message.headers, message.body)
+            cached = message.tails[sub.escapes] = message_tail(sub.escapes, message.headers, message.body)
         use_1_2, tail = cached
         prefix = sub.prefix_1_2 if use_1_2 else sub.prefix
         if sub.ack == "auto" and not redelivered:
@@ -483,37 +484,3 @@ class BrokerCore:
             "subscriptions": sum(len(s.subscriptions) for s in self.sessions.values()),
             "stored_bytes": self.stored_bytes,
         }
-
-
-_TABLES = {version: str.maketrans(ESCAPE[version]) for version in VERSIONS}
-
-
-def _tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, bytes]:
-    """MESSAGE after its first line and per-delivery headers: the message's headers, content-length, body.
-
-    The hot path of every delivery, so the lines are built here with the version's escape table; a
-    value the version cannot carry (CR in 1.1; LF, CR, or ':' in a name in 1.0) makes the whole frame
-    use the 1.2 escapes (the first item says so). A test holds this to the encoder's bytes.
-    """
-    text = ""
-    if headers:
-        if version != "1.2":
-            raw = "".join([name + "\0" + value for name, value in headers])
-            if "\r" in raw or (version == "1.0" and ("\n" in raw or any(":" in name for name, _ in headers))):
-                return True, _tail("1.2", headers, body)[1]
-        table = _TABLES[version]
-        text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
-    if body:
-        return False, b"%bcontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
-    return False, text.encode() + b"\n\0"
-
-
-def _first_wins(headers: Headers) -> Headers:
-    """Keep the first of each repeated name, as both big brokers forward them."""
-    seen = set()
-    kept = []
-    for name, value in headers:
-        if name not in seen:
-            seen.add(name)
-            kept.append((name, value))
-    return tuple(kept)
