@@ -46,13 +46,25 @@ def test_a_packed_environment_gets_its_folders_before_its_links(tmp_path: Path) 
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+        # links inside the environment, which Hadoop's untar refuses
+        for name, target in (("bin/python", "python3"), ("lib64", "lib"), ("bin/activate2", "activate")):
+            link = tarfile.TarInfo(name)
+            link.type, link.linkname = tarfile.SYMTYPE, target
+            tar.addfile(link)
     packed = _cluster.pack_env(str(source), str(tmp_path))
     with tarfile.open(packed) as tar:
         names = [(m.name, m.type) for m in tar.getmembers()]
         assert tar.extractfile("lib/python3.11/site-packages/m.py").read() == b"x = 1\n"  # type: ignore[union-attr]
     assert names[:4] == [("bin", tarfile.DIRTYPE), ("lib", tarfile.DIRTYPE), ("lib/python3.11", tarfile.DIRTYPE),
                          ("lib/python3.11/site-packages", tarfile.DIRTYPE)]  # fmt: skip
-    assert names[-1] == ("bin/python3", tarfile.SYMTYPE)
+    with tarfile.open(packed) as tar:
+        links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
+        assert tar.extractfile("bin/activate2").read() == b"# activate\n"  # type: ignore[union-attr]
+    # every link leads outside, by an absolute path; a file inside is copied; lib64 (a folder) is left out
+    assert links == {"bin/python3": "/usr/bin/python3", "bin/python": "/usr/bin/python3"}
+    assert names[-3:] == [("bin/python3", tarfile.SYMTYPE), ("bin/python", tarfile.SYMTYPE),
+                          ("bin/activate2", tarfile.REGTYPE)]  # fmt: skip
+    assert "lib64" not in dict(names)
     with pytest.raises(ValueError, match="not a virtual environment"):
         _cluster.pack_env(str(tmp_path), str(tmp_path))
     with pytest.raises(ValueError, match="ends with"):

@@ -116,23 +116,51 @@ def pack_env(source: Optional[str], workdir: str) -> str:
 
 
 def _folders_first(source: str, output: str) -> str:
+    import posixpath
     import tarfile
 
     with tarfile.open(source) as src, tarfile.open(output, "w") as out:
-        members = src.getmembers()
-        folders = {m.name.rstrip("/") for m in members if m.isdir()}
+        members = [m for m in src.getmembers() if m.name.strip("/") not in ("", ".")]
+        by_name = {m.name.strip("/"): m for m in members}
+        folders = {name for name, m in by_name.items() if m.isdir()}
         needed: Set[str] = set()
-        for member in members:
-            parts = member.name.strip("/").split("/")[:-1]
+        for name in by_name:
+            parts = name.split("/")[:-1]
             needed.update("/".join(parts[: i + 1]) for i in range(len(parts)))
         for name in sorted(needed - folders, key=lambda n: (n.count("/"), n)):
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             out.addfile(info)
-        # folders, then files, then links: a link's folder and target exist when it is made
-        order = {tarfile.DIRTYPE: 0, tarfile.SYMTYPE: 2, tarfile.LNKTYPE: 2}
-        for member in sorted(members, key=lambda m: order.get(m.type, 1)):
-            out.addfile(member, src.extractfile(member) if member.isfile() else None)
+        links = []
+        for member in sorted(members, key=lambda m: not m.isdir()):
+            if member.issym() or member.islnk():
+                links.append(member)
+            else:
+                out.addfile(member, src.extractfile(member) if member.isfile() else None)
+        # Hadoop's untar refuses a relative link (bin/python3.11 -> python3) as leading outside the folder: a link
+        # that ends outside the environment (bin/python3 -> the base interpreter) is written to its absolute
+        # target, one to a file inside becomes a copy of the file, one to a folder inside (lib64) is left out
+        for member in links:
+            name, target, hard = member.name.strip("/"), member.linkname, member.islnk()
+            resolved = ""
+            for _ in range(40):  # a chain of links inside the environment, followed to its end
+                if target.startswith("/"):
+                    break
+                resolved = posixpath.normpath(posixpath.join("" if hard else posixpath.dirname(name), target))
+                inner = by_name.get(resolved)
+                if inner is None or not (inner.issym() or inner.islnk()):
+                    break
+                name, target, hard = resolved, inner.linkname, inner.islnk()
+            if target.startswith("/"):
+                link = tarfile.TarInfo(member.name)
+                link.type, link.linkname, link.mode = tarfile.SYMTYPE, target, 0o777
+                out.addfile(link)
+                continue
+            inner = by_name.get(resolved)
+            if inner is not None and inner.isfile():
+                copy = tarfile.TarInfo(member.name)
+                copy.size, copy.mode = inner.size, inner.mode
+                out.addfile(copy, src.extractfile(inner))
     return output
 
 
