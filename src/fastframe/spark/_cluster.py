@@ -83,9 +83,11 @@ def pack_env(source: Optional[str], workdir: str) -> str:
     ``source`` is a virtual environment's folder, packed by venv-pack, or an
     archive made by venv-pack or conda-pack (``.tar.gz``, ``.tgz``, ``.tar``,
     ``.zip``); None packs the environment of this interpreter. A tar is
-    rewritten with every folder before what it holds: Spark unpacks with
-    Hadoop's Java untar, which cannot create a symbolic link (venv-pack puts
-    ``bin/python3`` first) in a folder that does not exist yet.
+    rewritten for Hadoop's Java untar, which Spark unpacks with: every folder
+    before what it holds, and no symbolic links (it refuses links that lead
+    outside, and creates none in a folder not made yet): each becomes a copy
+    of its file, the base interpreter's included (as ``venv --copies``), so
+    the nodes need that base Python's installation at the same path.
     """
     if source is not None and os.path.isfile(source):
         if not source.endswith(ARCHIVE_ENDINGS):
@@ -137,9 +139,9 @@ def _folders_first(source: str, output: str) -> str:
                 links.append(member)
             else:
                 out.addfile(member, src.extractfile(member) if member.isfile() else None)
-        # Hadoop's untar refuses a relative link (bin/python3.11 -> python3) as leading outside the folder: a link
-        # that ends outside the environment (bin/python3 -> the base interpreter) is written to its absolute
-        # target, one to a file inside becomes a copy of the file, one to a folder inside (lib64) is left out
+        # Hadoop's untar refuses links that lead outside the folder, and reads relative ones (bin/python3.11 ->
+        # python3) as doing so: each link becomes a copy of the file it ends at, inside the environment or
+        # not (bin/python3 -> the base interpreter); a link to a folder inside (lib64 -> lib) is left out
         for member in links:
             name, target, hard = member.name.strip("/"), member.linkname, member.islnk()
             resolved = ""
@@ -152,9 +154,15 @@ def _folders_first(source: str, output: str) -> str:
                     break
                 name, target, hard = resolved, inner.linkname, inner.islnk()
             if target.startswith("/"):
-                link = tarfile.TarInfo(member.name)
-                link.type, link.linkname, link.mode = tarfile.SYMTYPE, target, 0o777
-                out.addfile(link)
+                if os.path.isfile(target):  # the base interpreter: a copy, as `venv --copies` makes
+                    copy = tarfile.TarInfo(member.name)
+                    copy.size, copy.mode = os.path.getsize(target), 0o755
+                    with open(target, "rb") as data:
+                        out.addfile(copy, data)
+                else:  # not on this machine: kept, though Hadoop's untar will refuse it
+                    link = tarfile.TarInfo(member.name)
+                    link.type, link.linkname, link.mode = tarfile.SYMTYPE, target, 0o777
+                    out.addfile(link)
                 continue
             inner = by_name.get(resolved)
             if inner is not None and inner.isfile():
