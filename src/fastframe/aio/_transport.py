@@ -1,7 +1,8 @@
 """The machinery under the asyncio client: reading, writing, heart-beats, receipts, flow control.
 
-One :class:`Session` per TCP connection. The socket's read side is a plain :class:`asyncio.Protocol`
-(:class:`_Reader`, alone so it can become a ``BufferedProtocol``); every write goes through
+One :class:`Session` per TCP connection. The socket's read side is an ``asyncio.BufferedProtocol``
+(:class:`_BufferedReader`: the socket writes into the connection's buffer; :attr:`Session.buffered`
+False selects the plain ``Protocol``, :class:`_Reader`); every write goes through
 :meth:`Session.write` in the loop's thread, so there is one writer; heart-beats are sent and
 checked by a task of their own, beside user code, never inside it.
 """
@@ -33,7 +34,7 @@ WireHook = Callable[[str, bytes], None]
 
 
 class _Reader(asyncio.Protocol):
-    """The reading path: hands each chunk to the session (swap for a BufferedProtocol to skip a copy)."""
+    """The reading path as a plain ``Protocol``: each chunk the loop read is handed to the session."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
@@ -58,6 +59,25 @@ class _Reader(asyncio.Protocol):
         self._session._writable.set()
 
 
+class _BufferedReader(_Reader, asyncio.BufferedProtocol):
+    """The reading path as a ``BufferedProtocol``: the socket writes into the connection's buffer
+    (the decoder's own once the handshake is over), which saves the loop's copy of every read."""
+
+    def __init__(self, session: Session) -> None:
+        super().__init__(session)
+        self._buffer: Optional[memoryview] = None
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        buffer = self._session.conn.get_buffer(sizehint)
+        if self._session._wire_hook is not None:
+            self._buffer = buffer  # the hook sees the bytes read
+        return buffer
+
+    def buffer_updated(self, nbytes: int) -> None:
+        buffer, self._buffer = self._buffer, None
+        self._session._received(nbytes, buffer)
+
+
 class Session:
     """One connection: a :class:`ClientConnection` driven over one asyncio transport.
 
@@ -65,6 +85,10 @@ class Session:
     heart-beats are handled here. The session ends once: :attr:`closed` is then done and
     :attr:`error` holds the cause (``None`` after a clean disconnect).
     """
+
+    #: Read through ``asyncio.BufferedProtocol`` (the socket writes into the decoder's buffer); False
+    #: selects a plain ``Protocol`` (``bench/aio_read.py`` measures both).
+    buffered = True
 
     def __init__(
         self,
@@ -104,8 +128,9 @@ class Session:
     ) -> Connected:
         """TCP (and TLS) connect, send CONNECT, wait for CONNECTED (the caller bounds the wait)."""
         try:
+            reader = _BufferedReader if self.buffered else _Reader
             await self._loop.create_connection(
-                lambda: _Reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
+                lambda: reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
             )
             self.write(connect_frame)
             return await asyncio.shield(self.connected)
@@ -125,6 +150,17 @@ class Session:
             self._wire_hook("in", data)
         try:
             events = self.conn.receive_data(data, self._loop.time())
+        except ProtocolError as exc:
+            self._dispatch(exc.events)
+            self.abort(exc)
+            return
+        self._dispatch(events)
+
+    def _received(self, nbytes: int, buffer: Optional[memoryview]) -> None:
+        if self._wire_hook is not None and buffer is not None:
+            self._wire_hook("in", bytes(buffer[:nbytes]))
+        try:
+            events = self.conn.buffer_updated(nbytes, self._loop.time())
         except ProtocolError as exc:
             self._dispatch(exc.events)
             self.abort(exc)

@@ -12,6 +12,7 @@ from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Seque
 
 from .. import DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, spec
 from .._constants import VERSIONS
+from .._options import receive_size, received_size
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Event, HeartbeatReceived
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
@@ -105,6 +106,11 @@ class ConnectionCore:
         self._held: Optional[bytearray] = None  # (server) bytes after CONNECT, until accept()
         self._backlog = b""  # (server) those bytes, to decode at the next receive_data()
         self._ids = itertools.count(1)
+        # get_buffer(): the decoder whose buffer was lent (None: our own, for bytes that go through
+        # receive_data()), and whether one is lent at all
+        self._lent_decoder: Optional[Any] = None
+        self._lent = False
+        self._scratch = bytearray()
         #: The frame behind the bytes the last sending method returned (for logging hooks).
         self.last_frame: Optional[Any] = None
 
@@ -181,6 +187,46 @@ class ConnectionCore:
             self._hold(bytes(data), events)
         else:
             self._feed(bytes(data), events)
+        return events
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """A writable buffer for the peer's next bytes, for ``asyncio.BufferedProtocol``.
+
+        Write the bytes at its start, then call :meth:`buffer_updated`: the pair returns the events
+        :meth:`receive_data` would for the same bytes. Once the handshake frame was read (and, on a
+        server, answered) the buffer is the decoder's own, so the socket writes straight into it.
+        """
+        size = receive_size(sizehint)
+        if self._handshaken and self._held is None and not self._backlog and self._error is None:
+            self._lent_decoder, self._lent = self._decoder, True
+            return self._decoder.get_buffer(size)  # type: ignore[no-any-return]
+        # the handshake is fed up to each NUL (or held until accept()): through receive_data()
+        if len(self._scratch) < size:
+            self._scratch = bytearray(size)
+        self._lent_decoder, self._lent = None, True
+        return memoryview(self._scratch)
+
+    def buffer_updated(self, nbytes: int, now: Optional[float] = None) -> List[Event]:
+        """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: what
+        :meth:`receive_data` of them returns (and raises)."""
+        decoder, lent = self._lent_decoder, self._lent
+        if not lent:
+            raise RuntimeError("buffer_updated() without get_buffer(): no buffer is lent")
+        self._lent_decoder, self._lent = None, False
+        if decoder is None:  # our own buffer: the handshake's path
+            nbytes = received_size(nbytes, len(self._scratch))
+            return self.receive_data(bytes(self._scratch[:nbytes]), now)
+        self._raise_if_broken()
+        timer = self._note_now(now)
+        if timer is not None and now is not None and nbytes:
+            timer.received(now)
+        events, self._ready = self._ready, []
+        try:
+            items = decoder.buffer_updated(nbytes)
+        except DecodeError as exc:
+            self._dispatch_all(exc.frames, events)
+            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+        self._dispatch_all(items, events)
         return events
 
     def _hold(self, data: bytes, events: List[Event]) -> None:
