@@ -35,40 +35,46 @@ def test_the_driver_interpreter_unless_the_user_set_one() -> None:
     }
 
 
-def test_a_packed_environment_gets_its_folders_before_its_links(tmp_path: Path) -> None:
-    # as venv-pack writes it: bin/python3, a link, before anything else in bin/
+def test_a_packed_environment_becomes_a_zip_hadoop_unpacks_whole(tmp_path: Path) -> None:
+    import zipfile
+
+    # as venv-pack writes a tar: bin/python3, a link to the base interpreter, before anything else in bin/
     source = tmp_path / "venv-pack.tar.gz"
-    interpreter = tmp_path / "base-python"  # outside the environment, as venv-pack's bin/python3 leads
+    interpreter = tmp_path / "base-python"  # outside the environment
     interpreter.write_bytes(b"\x7fELF interpreter")
     with tarfile.open(source, "w:gz") as tar:
         for name, target in (("bin/python3", str(interpreter)), ("bin/gone", "/nonexistent/python")):
             link = tarfile.TarInfo(name)
             link.type, link.linkname = tarfile.SYMTYPE, target
             tar.addfile(link)
-        for name, data in (("bin/activate", b"# activate\n"), ("lib/python3.11/site-packages/m.py", b"x = 1\n")):
+        for name, data, mode in (("bin/activate", b"# activate\n", 0o644),
+                                 ("lib/python3.11/site-packages/m.py", b"x = 1\n", 0o644),
+                                 ("bin/tool", b"#!/bin/sh\n", 0o755)):  # fmt: skip
             info = tarfile.TarInfo(name)
-            info.size = len(data)
+            info.size, info.mode = len(data), mode
             tar.addfile(info, io.BytesIO(data))
-        # links inside the environment, which Hadoop's untar refuses
+        # links inside the environment
         for name, target in (("bin/python", "python3"), ("lib64", "lib"), ("bin/activate2", "activate")):
             link = tarfile.TarInfo(name)
             link.type, link.linkname = tarfile.SYMTYPE, target
             tar.addfile(link)
     packed = _cluster.pack_env(str(source), str(tmp_path))
-    with tarfile.open(packed) as tar:
-        names = [(m.name, m.type) for m in tar.getmembers()]
-        assert tar.extractfile("lib/python3.11/site-packages/m.py").read() == b"x = 1\n"  # type: ignore[union-attr]
-    assert names[:4] == [("bin", tarfile.DIRTYPE), ("lib", tarfile.DIRTYPE), ("lib/python3.11", tarfile.DIRTYPE),
-                         ("lib/python3.11/site-packages", tarfile.DIRTYPE)]  # fmt: skip
-    with tarfile.open(packed) as tar:
-        links = {m.name: m.linkname for m in tar.getmembers() if m.issym()}
-        assert tar.extractfile("bin/activate2").read() == b"# activate\n"  # type: ignore[union-attr]
-        for name in ("bin/python3", "bin/python"):  # the interpreter copied, by the link and by the chain to it
-            assert tar.extractfile(name).read() == b"\x7fELF interpreter"  # type: ignore[union-attr]
-            assert tar.getmember(name).mode == 0o755
-    # no link is left but one to a file this machine lacks; a link to a folder inside (lib64) is left out
-    assert links == {"bin/gone": "/nonexistent/python"}
-    assert "lib64" not in dict(names)
+    assert packed.endswith(".zip")
+    with zipfile.ZipFile(packed) as zf:
+        infos = zf.infolist()
+        names = [i.filename for i in infos]
+        modes = {i.filename: i.external_attr >> 16 for i in infos}
+        # folders first, each before what it holds
+        assert names[:4] == ["bin/", "lib/", "lib/python3.11/", "lib/python3.11/site-packages/"]
+        assert zf.read("lib/python3.11/site-packages/m.py") == b"x = 1\n"
+        # the modes survive (Hadoop's unzip restores them; its untar would not): the interpreter can run
+        assert modes["bin/tool"] & 0o777 == 0o755 and modes["bin/activate"] & 0o777 == 0o644
+        # links: copies of the file they end at; the interpreter by its link and by the chain to it
+        for name in ("bin/python3", "bin/python"):
+            assert zf.read(name) == b"\x7fELF interpreter" and modes[name] & 0o777 == 0o755
+        assert zf.read("bin/activate2") == b"# activate\n"
+        # left out: a link to a folder inside (lib64), one to a file this machine lacks
+        assert "lib64" not in names and "lib64/" not in names and "bin/gone" not in names
     with pytest.raises(ValueError, match="not a virtual environment"):
         _cluster.pack_env(str(tmp_path), str(tmp_path))
     with pytest.raises(ValueError, match="ends with"):

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
 
 __all__ = [
     "ENV_NAME",
@@ -82,19 +82,20 @@ def pack_env(source: Optional[str], workdir: str) -> str:
 
     ``source`` is a virtual environment's folder, packed by venv-pack, or an
     archive made by venv-pack or conda-pack (``.tar.gz``, ``.tgz``, ``.tar``,
-    ``.zip``); None packs the environment of this interpreter. A tar is
-    rewritten for Hadoop's Java untar, which Spark unpacks with: every folder
-    before what it holds, and no symbolic links (it refuses links that lead
-    outside, and creates none in a folder not made yet): each becomes a copy
-    of its file, the base interpreter's included (as ``venv --copies``), so
-    the nodes need that base Python's installation at the same path.
+    ``.zip``, taken as it is); None packs the environment of this
+    interpreter. A tar becomes a zip for Hadoop, which Spark unpacks with: its
+    Java untar drops the files' modes (``bin/python3`` could not run) and
+    refuses symbolic links that lead outside, while its unzip keeps modes. A
+    link becomes a copy of its file, the base interpreter's included (as
+    ``venv --copies`` makes), so the nodes need that base Python's
+    installation (its standard library) at the same path.
     """
     if source is not None and os.path.isfile(source):
         if not source.endswith(ARCHIVE_ENDINGS):
             raise ValueError(f"{source}: a packed environment ends with {', '.join(ARCHIVE_ENDINGS)}")
         if source.endswith(".zip"):
             return os.path.abspath(source)
-        return _folders_first(source, os.path.join(workdir, f"{ENV_NAME}.tar"))
+        return _as_zip(source, os.path.join(workdir, f"{ENV_NAME}.zip"))
     prefix = os.path.abspath(source or sys.prefix)
     if not os.path.isfile(os.path.join(prefix, "pyvenv.cfg")):
         raise ValueError(
@@ -112,40 +113,48 @@ def pack_env(source: Optional[str], workdir: str) -> str:
     except venv_pack.VenvPackException as exc:
         raise ValueError(f"venv-pack cannot pack {prefix}: {exc}") from None
     try:
-        return _folders_first(packed, os.path.join(workdir, f"{ENV_NAME}.tar"))
+        return _as_zip(packed, os.path.join(workdir, f"{ENV_NAME}.zip"))
     finally:
         os.remove(packed)
 
 
-def _folders_first(source: str, output: str) -> str:
+def _as_zip(source: str, output: str) -> str:
     import posixpath
+    import shutil
     import tarfile
+    import zipfile
 
-    with tarfile.open(source) as src, tarfile.open(output, "w") as out:
-        members = [m for m in src.getmembers() if m.name.strip("/") not in ("", ".")]
-        by_name = {m.name.strip("/"): m for m in members}
-        folders = {name for name, m in by_name.items() if m.isdir()}
-        needed: Set[str] = set()
-        for name in by_name:
-            parts = name.split("/")[:-1]
-            needed.update("/".join(parts[: i + 1]) for i in range(len(parts)))
-        for name in sorted(needed - folders, key=lambda n: (n.count("/"), n)):
-            info = tarfile.TarInfo(name)
-            info.type, info.mode = tarfile.DIRTYPE, 0o755
-            out.addfile(info)
-        links = []
-        for member in sorted(members, key=lambda m: not m.isdir()):
-            if member.issym() or member.islnk():
-                links.append(member)
-            else:
-                out.addfile(member, src.extractfile(member) if member.isfile() else None)
-        # Hadoop's untar refuses links that lead outside the folder, and reads relative ones (bin/python3.11 ->
-        # python3) as doing so: each link becomes a copy of the file it ends at, inside the environment or
-        # not (bin/python3 -> the base interpreter); a link to a folder inside (lib64 -> lib) is left out
-        for member in links:
+    def add(name: str, mode: int, data: Optional[IO[bytes]]) -> None:
+        info = zipfile.ZipInfo(name + "/" if data is None else name, date_time=(2020, 1, 1, 0, 0, 0))
+        info.create_system = 3  # Unix, so that the mode below is read back
+        info.external_attr = ((0o40000 if data is None else 0o100000) | mode) << 16
+        if data is None:
+            out.writestr(info, b"")
+        else:
+            with out.open(info, "w", force_zip64=True) as dest:
+                shutil.copyfileobj(data, dest, 1 << 20)
+
+    with tarfile.open(source) as src, zipfile.ZipFile(output, "w", zipfile.ZIP_STORED, allowZip64=True) as out:
+        # a name may come twice (venv-pack adds its own pyvenv.cfg): the last wins, as when untarring
+        by_name = {m.name.strip("/"): m for m in src.getmembers() if m.name.strip("/") not in ("", ".")}
+        members = list(by_name.values())
+        folders: Set[str] = set()
+        for name, member in by_name.items():
+            parts = name.split("/") if member.isdir() else name.split("/")[:-1]
+            folders.update("/".join(parts[: i + 1]) for i in range(len(parts)))
+        for name in sorted(folders, key=lambda n: (n.count("/"), n)):
+            add(name, 0o755, None)
+        for member in members:
             name, target, hard = member.name.strip("/"), member.linkname, member.islnk()
+            if member.isfile():
+                add(name, member.mode & 0o7777, src.extractfile(member))
+                continue
+            if not (member.issym() or hard):
+                continue
+            # a link becomes a copy of the file it ends at, inside the environment or not (bin/python3 -> the
+            # base interpreter, as `venv --copies` makes); a link to a folder inside (lib64 -> lib) is left out
             resolved = ""
-            for _ in range(40):  # a chain of links inside the environment, followed to its end
+            for _ in range(40):
                 if target.startswith("/"):
                     break
                 resolved = posixpath.normpath(posixpath.join("" if hard else posixpath.dirname(name), target))
@@ -154,21 +163,13 @@ def _folders_first(source: str, output: str) -> str:
                     break
                 name, target, hard = resolved, inner.linkname, inner.islnk()
             if target.startswith("/"):
-                if os.path.isfile(target):  # the base interpreter: a copy, as `venv --copies` makes
-                    copy = tarfile.TarInfo(member.name)
-                    copy.size, copy.mode = os.path.getsize(target), 0o755
+                if os.path.isfile(target):
                     with open(target, "rb") as data:
-                        out.addfile(copy, data)
-                else:  # not on this machine: kept, though Hadoop's untar will refuse it
-                    link = tarfile.TarInfo(member.name)
-                    link.type, link.linkname, link.mode = tarfile.SYMTYPE, target, 0o777
-                    out.addfile(link)
+                        add(member.name.strip("/"), 0o755, data)
                 continue
             inner = by_name.get(resolved)
             if inner is not None and inner.isfile():
-                copy = tarfile.TarInfo(member.name)
-                copy.size, copy.mode = inner.size, inner.mode
-                out.addfile(copy, src.extractfile(inner))
+                add(member.name.strip("/"), inner.mode & 0o7777, src.extractfile(inner))
     return output
 
 
