@@ -19,7 +19,6 @@ from fastframe.protocol import (
 
 from .helpers import pair
 
-
 VERSIONS = {"1.0": ("1.0",), "1.1": ("1.0", "1.1"), "1.2": ("1.0", "1.1", "1.2")}
 
 

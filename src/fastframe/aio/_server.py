@@ -35,7 +35,10 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Set, Tuple
 import fastframe
 from fastframe import spec
 
+from .._constants import VERSIONS
 from ..broker._errors import error_frame
+from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError, State
+from ..protocol import ServerConnection as ProtocolConnection
 
 __all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
@@ -64,18 +67,23 @@ class FrameHandler(Protocol):
 
 
 class ServerConnection(asyncio.Protocol):
-    """One client connection: decodes what it sends, encodes what the handler sends it."""
+    """One client connection: a :class:`fastframe.protocol.ServerConnection` (``bookkeeping=False``:
+    the handler keeps subscriptions, acks and transactions) over one transport.
+
+    The protocol connection owns the handshake (the version and heart-beats the handler's CONNECTED
+    fixes, the escaping and decoding that follow), the decoder's limits and the shape of CONNECTED,
+    RECEIPT and ERROR; this class owns the socket, the clock and the deadlines.
+    """
 
     def __init__(self, server: Server) -> None:
         self._server = server
         self._options = server._options
         self._loop = server._loop
         self._transport: Optional[asyncio.Transport] = None
-        self._decoder: Any = fastframe.Decoder("1.2", **server._decoder_options)
-        self._encoder: Any = fastframe.Encoder("1.2")
-        self._base = 0  # stream offset where the current decoder started
-        self._early = b""  # bytes after CONNECT's NUL, held until the handshake fixes the version
-        self._client_heartbeat: Optional[str] = None
+        self._proto = ProtocolConnection(
+            versions=VERSIONS, heartbeat=self._options["heartbeat"], bookkeeping=False, **server._decoder_options
+        )
+        self._accepted = False  # CONNECTED was just sent: frames held behind CONNECT are due
         self._timer: Optional[asyncio.TimerHandle] = None
         self._out: List[bytes] = []
         self._out_bytes = 0
@@ -124,31 +132,39 @@ class ServerConnection(asyncio.Protocol):
         if self.closing:
             return
         self._last_received = self._now = self._loop.time()
-        whole = self._whole_frames_end()
+        proto = self._proto
+        whole = proto.frames_end
         try:
-            if self.version is None:
-                self._early += data
-                self._feed_handshake()
-            else:
-                self._deliver(self._decoder.feed(data))
-        except fastframe.DecodeError as err:
-            self._deliver(err.frames)
-            if not self.closing:
-                offset = err.offset + self._base  # in the whole stream, across the handshake's decoder
-                self.send(error_frame("malformed", f"{err.reason} at offset {offset} (near {err.excerpt!r})"))
-                self.close(err)
+            self._deliver(proto.receive_frames(data, self._now))
+            while self._accepted and not self.closing:  # what the client pipelined behind CONNECT
+                self._accepted = False
+                self._deliver(proto.receive_frames(b"", self._now))
+        except RemoteProtocolError as err:
+            self._refuse(err)
             return
-        if self._decoder.buffered or self._early:
+        if proto.buffered:
             # the deadline runs from the first byte of the frame still incomplete: it restarts when a
             # frame completed in this read (a fast stream whose every read ends mid-frame is fine)
-            if self._frame_started is None or self._whole_frames_end() != whole:
+            if self._frame_started is None or proto.frames_end != whole:
                 self._frame_started = self._now
         else:
             self._frame_started = None
 
-    def _whole_frames_end(self) -> int:
-        """Stream offset just past the last complete frame (or heart-beat) decoded."""
-        return int(self._base + self._decoder.bytes_fed - self._decoder.buffered)
+    def _refuse(self, err: RemoteProtocolError) -> None:
+        """The client broke the protocol: what came before goes to the handler, then one ERROR and a close."""
+        self._deliver([event.frame for event in err.events if isinstance(event, FrameEvent)])
+        if self.closing:
+            return
+        cause = err.__cause__
+        if isinstance(cause, fastframe.DecodeError):  # the offset is in the whole stream, across the handshake
+            self.send(error_frame("malformed", f"{cause.reason} at offset {err.offset} (near {cause.excerpt!r})"))
+            self.close(cause)
+            return
+        if self._proto.request is None:  # a frame before CONNECT
+            self.send(error_frame("not-connected"))
+        else:
+            self.send(error_frame("malformed", err.message))
+        self.close(err)
 
     def eof_received(self) -> Optional[bool]:  # noqa: D102
         return False  # close our side too
@@ -180,12 +196,22 @@ class ServerConnection(asyncio.Protocol):
         transport = self._transport
         if self.closing or transport is None:
             return
-        if frame.command == "CONNECTED" and self.version is None:
-            frame = self._handshake(frame)
+        proto, command = self._proto, frame.command
         try:
-            data = self._encoder.encode(frame)
-        except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
-            data = fastframe.encode(frame, version=self._encoder.version, escapes="1.2")
+            if command == "CONNECTED" and proto.state is State.CONNECTING:
+                data = self._accept(frame)
+            elif command == "ERROR":
+                headers = [(name, value) for name, value in frame.headers if name != "message"]
+                data = proto.error(frame.get("message") or "", body=bytes(frame.body), headers=headers)
+            elif command == "RECEIPT" and frame.get("receipt-id") is not None:
+                data = proto.receipt(frame.get("receipt-id"))
+            else:
+                data = proto.frame(frame)
+        except LocalProtocolError as err:
+            if not isinstance(err.__cause__, fastframe.EncodeError) and "cannot be written" not in err.message:
+                raise
+            # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
+            data = fastframe.encode(frame, version=proto.version or "1.2", escapes="1.2")
         self.write(data)
 
     def write(self, data: bytes) -> None:
@@ -231,50 +257,26 @@ class ServerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ internals
 
-    def _feed_handshake(self) -> None:
-        # Before CONNECTED the version is unknown: feed only up to each NUL, so a frame pipelined
-        # behind CONNECT is decoded with the version CONNECTED fixes.
-        while self._early and self.version is None and not self.closing:
-            end = self._early.find(b"\0") + 1
-            if not end:  # no NUL yet: the decoder holds it (within its limits)
-                piece, self._early = self._early, b""
-            else:
-                piece, self._early = self._early[:end], self._early[end:]
-            self._deliver(self._decoder.feed(piece))
-        if self.version is not None and self._early and not self.closing:
-            rest, self._early = self._early, b""
-            self._deliver(self._decoder.feed(rest))
-
     def _deliver(self, frames: List[Any]) -> None:
         receive = self._server._handler.frame_received
-        if self.version is not None:  # after the handshake: nothing to look at, hand them over
-            for frame in frames:
-                if self.closing:
-                    return
-                receive(self, frame)
-            return
         for frame in frames:
             if self.closing:
                 return
-            if self.version is None and frame.command in ("CONNECT", "STOMP"):
-                self._client_heartbeat = frame.get("heart-beat")
             receive(self, frame)
 
-    def _handshake(self, frame: Any) -> Any:
-        version = frame.get("version", "1.0")
-        server_beat = "{},{}".format(*self._options["heartbeat"])
-        if frame.get("heart-beat") is None:
-            frame = fastframe.Frame("CONNECTED", (*frame.headers, ("heart-beat", server_beat)), frame.body)
-        try:
-            self._receive_ms, self._send_ms = spec.negotiate_heartbeat(self._client_heartbeat, frame.get("heart-beat"))
-        except ValueError:  # a malformed client heart-beat: no heart-beats rather than a guess
-            self._receive_ms = self._send_ms = 0
-        self.version = version
-        self._base += self._decoder.bytes_fed
-        self._decoder = fastframe.Decoder(version, **self._server._decoder_options)
-        self._encoder = fastframe.Encoder(version)
+    def _accept(self, frame: Any) -> bytes:
+        """The handler's CONNECTED: its version, its heart-beat header or the server's option."""
+        proto = self._proto
+        beat = frame.get("heart-beat")
+        if beat is not None:
+            proto.offered_heartbeat = spec.parse_heartbeat(beat)
+        headers = [(name, value) for name, value in frame.headers if name not in ("version", "heart-beat")]
+        data = proto.accept(version=frame.get("version", "1.0"), headers=headers, now=self._now)
+        self._send_ms, self._receive_ms = proto.heartbeat
+        self.version = proto.version
+        self._accepted = True
         self._schedule()
-        return frame
+        return data
 
     def _set_congested(self, congested: bool) -> None:
         server = self._server

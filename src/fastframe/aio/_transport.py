@@ -33,6 +33,9 @@ FrameHook = Callable[[str, Optional[Any]], None]
 WireHook = Callable[[str, bytes], None]
 
 
+_READ_SIZE = 256 * 1024  # asyncio's own read size for a plain Protocol
+
+
 class _Reader(asyncio.Protocol):
     """The reading path as a plain ``Protocol``: each chunk the loop read is handed to the session."""
 
@@ -68,7 +71,9 @@ class _BufferedReader(_Reader, asyncio.BufferedProtocol):
         self._buffer: Optional[memoryview] = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        buffer = self._session.conn.get_buffer(sizehint)
+        # asyncio asks for any size (-1); a plain Protocol's reads take up to 256 KiB each, and
+        # fewer, larger reads are what makes a large body cheap
+        buffer = self._session.conn.get_buffer(max(sizehint, _READ_SIZE))
         if self._session._wire_hook is not None:
             self._buffer = buffer  # the hook sees the bytes read
         return buffer

@@ -106,6 +106,7 @@ class ConnectionCore:
         self._held: Optional[bytearray] = None  # (server) bytes after CONNECT, until accept()
         self._backlog = b""  # (server) those bytes, to decode at the next receive_data()
         self._ids = itertools.count(1)
+        self._base = 0  # stream offset where the current decoder started (the handshake's had its own)
         # get_buffer(): the decoder whose buffer was lent (None: our own, for bytes that go through
         # receive_data()), and whether one is lent at all
         self._lent_decoder: Optional[Any] = None
@@ -124,6 +125,16 @@ class ConnectionCore:
     def connected(self) -> bool:
         """Whether frames may be sent now."""
         return self.state is State.CONNECTED
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received that complete no frame yet (held ones included): a frame is under way."""
+        return int(self._decoder.buffered) + len(self._held or b"") + len(self._backlog)
+
+    @property
+    def frames_end(self) -> int:
+        """Offset in the peer's stream just past the last frame (or heart-beat) completed."""
+        return int(self._base + self._decoder.bytes_fed - self._decoder.buffered)
 
     # ------------------------------------------------------------------ liveness
 
@@ -199,7 +210,7 @@ class ConnectionCore:
         size = receive_size(sizehint)
         if self._handshaken and self._held is None and not self._backlog and self._error is None:
             self._lent_decoder, self._lent = self._decoder, True
-            return self._decoder.get_buffer(size)  # type: ignore[no-any-return]
+            return self._decoder.get_buffer(size)
         # the handshake is fed up to each NUL (or held until accept()): through receive_data()
         if len(self._scratch) < size:
             self._scratch = bytearray(size)
@@ -289,6 +300,7 @@ class ConnectionCore:
 
     def _switch_codec(self, version: str) -> None:
         self.version = version
+        self._base += self._decoder.bytes_fed
         self._decoder = Decoder(version, heartbeat_events=True, **dict(self._decoder_options, escapes=self.escapes))
         self._encoder = Encoder(version, escapes=self.escapes)
         self._note_now(None)
@@ -306,6 +318,8 @@ class ConnectionCore:
     def _fail(self, message: str, frame: Any, events: List[Event], cause: Optional[BaseException] = None) -> NoReturn:
         error = RemoteProtocolError(message, frame)
         error.events = list(events)
+        if isinstance(cause, DecodeError):
+            error.offset = self._base + cause.offset
         self._error = error
         self.state = State.CLOSED
         raise error from cause
@@ -335,9 +349,11 @@ class ConnectionCore:
         receipt: Optional[str] = None,
         state: Optional[State] = State.CONNECTED,
         version: Optional[str] = None,
+        broken_ok: bool = False,
     ) -> Tuple[Any, bytes]:
         """Validate and encode one outgoing frame; nothing changes when this raises."""
-        self._raise_if_broken()
+        if not broken_ok:
+            self._raise_if_broken()
         frame = Frame(command, headers if receipt is None else [*headers, ("receipt", receipt)], body)
         if state is not None and self.state is not state:
             raise LocalProtocolError(f"cannot send {command} in state {self.state.value}", frame)

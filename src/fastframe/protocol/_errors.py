@@ -47,7 +47,10 @@ class LocalProtocolError(ProtocolError):
 class RemoteProtocolError(ProtocolError):
     """The peer broke the protocol (a bad frame, a frame at the wrong time, a stream cut mid-frame).
 
-    The connection is dead afterwards: every further call raises this error again.
+    The connection is dead afterwards: every further call raises this error again (a server may
+    still send its :meth:`~fastframe.protocol.ServerConnection.error`). ``offset`` is where in the
+    peer's stream undecodable bytes were found (``None`` when the bytes decoded but broke the protocol).
     """
 
     code = "remote-protocol-error"
+    offset: Optional[int] = None

@@ -2,13 +2,16 @@
 
 A broker is built on it: every event carries the client's frame, and the connection tracks the
 client's subscriptions, transactions, pending receipts and the messages it has not acknowledged.
+With ``bookkeeping=False`` the broker keeps that state itself (``fastframe.broker`` does) and the
+connection keeps the rest: the handshake, the negotiated version, heart-beats and escaping, the
+decoder's limits, DISCONNECT's receipt and the shape of CONNECTED, RECEIPT and ERROR.
 """
 
 from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from .. import spec
+from .. import DecodeError, Heartbeat, spec
 from .._constants import VERSIONS
 from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
@@ -20,6 +23,7 @@ from ._events import (
     ConnectRequest,
     Disconnect,
     Event,
+    FrameEvent,
     Nack,
     Send,
     Subscribe,
@@ -36,15 +40,27 @@ class ServerConnection(ConnectionCore):
     answer it with :meth:`accept` (CONNECTED) or :meth:`reject` (ERROR). Frames the client sent
     before the answer are held and come out of the next :meth:`receive_data` call (``b""`` will do).
     ``versions`` are those we support; ``heartbeat=(sx, sy)`` our heart-beat offer in ms.
+
+    ``bookkeeping=False`` leaves subscriptions, acknowledgements, transactions and receipts other than
+    DISCONNECT's to the application: after the handshake every client frame becomes its event
+    unchecked (a command no client sends: a plain :class:`FrameEvent`), :attr:`subscriptions`,
+    :attr:`unacked` and :attr:`transactions` stay empty, and :meth:`receipt` answers any id. With it,
+    :meth:`receive_frames` hands over the decoded frames without building events.
     """
 
     our_side = "server"
     peer_side = "client"
 
     def __init__(
-        self, *, versions: Sequence[str] = VERSIONS, heartbeat: Tuple[int, int] = (0, 0), **options: Any
+        self,
+        *,
+        versions: Sequence[str] = VERSIONS,
+        heartbeat: Tuple[int, int] = (0, 0),
+        bookkeeping: bool = True,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
+        self.bookkeeping = bookkeeping
         self.versions = check_versions(versions)
         self.offered_heartbeat = heartbeat
         #: The client's CONNECT (or STOMP) event, once it arrived.
@@ -52,6 +68,35 @@ class ServerConnection(ConnectionCore):
 
     def _after_handshake(self, frame: Any) -> None:
         self._held = bytearray()  # the version is unknown until accept(): keep what follows
+
+    def receive_frames(self, data: bytes, now: Optional[float] = None) -> List[Any]:
+        """:meth:`receive_data` for a broker that wants the frames: those its events carry, in order
+        (heart-beats only count as liveness). With ``bookkeeping=False`` and not ``strict``, frames
+        after the handshake come straight from the decoder, no event built (DISCONNECT excepted).
+        A :class:`RemoteProtocolError`'s ``events`` are events, as ever."""
+        if (
+            self.bookkeeping or self.strict or self.state is not State.CONNECTED or self._backlog
+            or self._error is not None or self._ready
+        ):  # fmt: skip
+            return [event.frame for event in self.receive_data(data, now) if isinstance(event, FrameEvent)]
+        timer = self._note_now(now)
+        if timer is not None and now is not None and data:
+            timer.received(now)
+        try:
+            items = self._decoder.feed(data)
+        except DecodeError as exc:
+            events: List[Event] = []
+            self._dispatch_all(exc.frames, events)
+            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+        frames: List[Any] = []
+        for item in items:
+            if type(item) is Heartbeat:
+                continue
+            if item.command == "DISCONNECT" or self.state is not State.CONNECTED:
+                # the state changes (or, after DISCONNECT, the frame is refused: with the events before)
+                self._on_frame(item, [self._unchecked(frame) for frame in frames])
+            frames.append(item)
+        return frames
 
     # ------------------------------------------------------------------ handshake
 
@@ -109,6 +154,8 @@ class ServerConnection(ConnectionCore):
             return self.request
         if self.state is not State.CONNECTED:
             self._fail(f"{command} in state {self.state.value}", frame, events)
+        if not self.bookkeeping:
+            return self._unchecked(frame)
         receipt = frame.get("receipt")
         if receipt is not None:
             if receipt in self.pending_receipts:
@@ -167,6 +214,29 @@ class ServerConnection(ConnectionCore):
             return Disconnect(frame)
         self._fail(f"a client must not send {command} (state {self.state.value})", frame, events)
 
+    def _unchecked(self, frame: Any) -> Event:
+        """The event of a client frame, looked up but not checked (``bookkeeping=False``)."""
+        command, get = frame.command, frame.get
+        if command == "SEND":
+            return Send(frame, get("destination") or "", get("transaction"))
+        if command == "SUBSCRIBE":
+            return Subscribe(frame, get("id") or "", get("destination") or "", get("ack", "auto"))
+        if command == "UNSUBSCRIBE":
+            return Unsubscribe(frame, get("id") or get("destination") or "")
+        if command in ("ACK", "NACK"):
+            ack_id = get("id") if self.version == "1.2" else get("message-id")
+            return (Ack if command == "ACK" else Nack)(frame, ack_id or "", get("subscription"), get("transaction"))
+        if command in ("BEGIN", "COMMIT", "ABORT"):
+            event = {"BEGIN": Begin, "COMMIT": Commit, "ABORT": Abort}[command]
+            return event(frame, get("transaction") or "")
+        if command == "DISCONNECT":
+            receipt = get("receipt")
+            if receipt is not None:
+                self.pending_receipts[receipt] = command
+            self.state = State.DISCONNECTING if receipt is not None else State.CLOSED
+            return Disconnect(frame)
+        return FrameEvent(frame)  # the application answers what no client should send
+
     def _known_tx(self, frame: Any, events: List[Event], required: bool = False) -> Optional[str]:
         tx = frame.get("transaction")
         if tx is None and required:
@@ -214,20 +284,30 @@ class ServerConnection(ConnectionCore):
 
     def receipt(self, receipt_id: str) -> bytes:
         """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
-        if receipt_id not in self.pending_receipts:
+        if receipt_id not in self.pending_receipts and self.bookkeeping:
             raise misuse(f"no pending receipt {receipt_id!r}", "RECEIPT", ("receipt-id", receipt_id))
         data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None)[1]
-        if self.pending_receipts.pop(receipt_id) == "DISCONNECT":
+        if self.pending_receipts.pop(receipt_id, None) == "DISCONNECT":
             self.state = State.CLOSED
         return data
+
+    def frame(self, frame: Any) -> bytes:
+        """Any frame (a :class:`fastframe.Frame`), encoded in the negotiated version and validated as
+        the other sending methods do; nothing is tracked (for ``bookkeeping=False`` brokers)."""
+        if self.state not in (State.CONNECTED, State.DISCONNECTING):
+            raise LocalProtocolError(f"cannot send {frame.command} in state {self.state.value}", frame)
+        return self._build(frame.command, list(frame.headers), bytes(frame.body), state=None)[1]
 
     def error(
         self, message: str, *, body: Union[bytes, str] = b"", headers: Headers = None, receipt_id: Optional[str] = None
     ) -> bytes:
-        """ERROR with a short ``message`` header (the spec says close the connection after it)."""
+        """ERROR with a short ``message`` header (the spec says close the connection after it).
+
+        Also after the client broke the protocol (a :class:`RemoteProtocolError`), to tell it why.
+        """
         if self.state is State.CONNECTING:
             return self.reject(message, body=body, headers=headers)
-        data = self._error_frame(message, body, headers, receipt_id, version=None, state=None)
+        data = self._error_frame(message, body, headers, receipt_id, version=None, state=None, broken_ok=True)
         if receipt_id is not None:
             self.pending_receipts.pop(receipt_id, None)
         self.state = State.CLOSED
@@ -235,7 +315,7 @@ class ServerConnection(ConnectionCore):
 
     def _error_frame(
         self, message: str, body: Union[bytes, str], headers: Headers, receipt_id: Optional[str], *,
-        version: Optional[str], state: Optional[State],
+        version: Optional[str], state: Optional[State], broken_ok: bool = False,
     ) -> bytes:  # fmt: skip
         pairs = [("message", message)]
         if receipt_id is not None:
@@ -244,4 +324,4 @@ class ServerConnection(ConnectionCore):
             body = body.encode("utf-8")
             pairs.append(("content-type", "text/plain;charset=utf-8"))
         pairs += header_list(headers)
-        return self._build("ERROR", pairs, bytes(body), state=state, version=version)[1]
+        return self._build("ERROR", pairs, bytes(body), state=state, version=version, broken_ok=broken_ok)[1]
