@@ -28,9 +28,10 @@ REGRESSIONS = [(path.name.split("-", 1)[0], path) for path in sorted((FUZZ / "re
 SEEDS = sorted((FUZZ / "seeds").glob("*.stomp"))
 
 
-@pytest.mark.parametrize("name, path", REGRESSIONS, ids=[path.name for _, path in REGRESSIONS])
-def test_saved_finding_passes(name: str, path: Path) -> None:
-    harness(name).test_one_input(path.read_bytes())
+def test_saved_findings_pass() -> None:
+    # one test over them all: no findings saved yet is not a skip
+    for name, path in REGRESSIONS:
+        harness(name).test_one_input(path.read_bytes())
 
 
 @pytest.mark.parametrize("name", HARNESSES)
