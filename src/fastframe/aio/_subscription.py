@@ -1,10 +1,14 @@
-"""What subscriptions yield, the subscriptions themselves (bounded queues), and transactions."""
+"""What subscriptions yield, the subscriptions themselves (bounded queues), and transactions.
+
+They reach the client through :class:`ClientLike`, the few calls they make, so this module does not
+import the client's (which imports this one).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import spec
 from ..protocol import Message as MessageEvent
@@ -13,10 +17,42 @@ from ._errors import ConnectionClosedError
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._client import Client
     from ._transport import Session
 
-__all__ = ["Message", "Subscription", "Transaction"]
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
+
+
+class ClientLike(Protocol):
+    """What messages, subscriptions and transactions call on their client (:class:`fastframe.aio.Client`)."""
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a session is connected now."""
+
+    async def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Optional[Dict[str, str]] = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+    ) -> None:
+        """SEND."""
+
+    async def _settle(
+        self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
+    ) -> None:
+        """ACK or NACK ``message``."""
+
+    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Optional[float]) -> None:
+        """UNSUBSCRIBE ``sub``."""
+
+    def _resume(self, sub: Subscription) -> None:
+        """``sub``'s queue has room again: withdraw its reason to pause reading."""
+
+    async def _tx(self, command: str, tx: str, timeout: Optional[float]) -> None:
+        """BEGIN, COMMIT or ABORT ``tx``."""
 
 
 class Message:
@@ -24,7 +60,7 @@ class Message:
 
     __slots__ = ("event", "_client", "_session")
 
-    def __init__(self, event: MessageEvent, client: Client, session: Session) -> None:
+    def __init__(self, event: MessageEvent, client: ClientLike, session: Session) -> None:
         self.event = event
         self._client = client
         self._session = session
@@ -89,7 +125,7 @@ class Subscription:
     """
 
     def __init__(
-        self, client: Client, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
+        self, client: ClientLike, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
@@ -185,7 +221,7 @@ class _Ended(ConnectionClosedError):
 class Transaction:
     """A transaction: BEGIN on entry, COMMIT on a normal exit, ABORT when the block raises."""
 
-    def __init__(self, client: Client, id: str, timeout: Optional[float]) -> None:
+    def __init__(self, client: ClientLike, id: str, timeout: Optional[float]) -> None:
         self.id = id
         self._client = client
         self._timeout = timeout
