@@ -239,6 +239,8 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
         f"the executors run {python!r}; point spark.pyspark.python (or PYSPARK_PYTHON on the driver) at a Python "
         "with fastframe[spark] installed on every node, or ship this environment with --ship-env"
     )
+    if python == SHIPPED_PYTHON:
+        fix = "the executors run the shipped environment's bin/python3: ship one with fastframe[spark] installed"
     try:
         seen: List[Dict[str, Any]] = sc.parallelize(range(count), count).mapPartitions(_probe_function()).collect()
     except Exception as exc:
