@@ -62,6 +62,27 @@ def test_malformed_input_gets_error_with_offset_then_close() -> None:
     run(test)
 
 
+def test_protocol_refusals_get_rabbitmq_shaped_errors() -> None:
+    # the protocol layer refuses these before the broker sees them; the ERROR keeps the broker's shape
+    async def test() -> None:
+        async with Broker() as broker:
+            early = await Wire.open(broker.port)
+            early.write(b"SEND\ndestination:/queue/a\n\nx\0")
+            (error,) = await early.until_eof()
+            assert (error.get("message"), error.get("version")) == ("Illegal command", "1.0,1.1,1.2")
+            assert error.body == b"You must log in using CONNECT first"
+            beat = await Wire.open(broker.port)
+            beat.write(b"CONNECT\naccept-version:1.2\nhost:/\nheart-beat:soon\n\n\0")
+            (error,) = await beat.until_eof()
+            assert error.get("message") == "Malformed frame" and b"heart-beat" in error.body
+            assert error.get("content-type") == "text/plain" and error.get("receipt-id") is None
+            for wire in (early, beat):
+                await wire.close()
+            assert broker.core.stats()["sessions"] == 0
+
+    run(test)
+
+
 def test_slow_loris_cut_at_frame_deadline() -> None:
     async def test() -> None:
         async with Broker(frame_timeout=0.4) as broker:

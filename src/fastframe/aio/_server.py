@@ -1,6 +1,9 @@
 """``serve()``: an asyncio STOMP server, one protocol object per connection, callbacks only.
 
-The server owns the bytes and the clock; a *handler* owns the meaning. For every connection the
+The server owns the bytes and the clock; a *handler* owns the meaning; between them, for each
+connection, a :class:`fastframe.protocol.ServerConnection` with ``bookkeeping=False`` owns the
+handshake, the negotiated version, heart-beats and escaping, and the shape of CONNECTED, RECEIPT
+and ERROR (the handler keeps subscriptions, acks and transactions). For every connection the
 handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame)`` for each frame
 the client sends (CONNECT first), then ``connection_lost(conn, cause)`` once. The handler answers
 with ``conn.send(frame)`` and ``conn.close()``; the first CONNECTED it sends fixes the version the
@@ -160,8 +163,9 @@ class ServerConnection(asyncio.Protocol):
             self.send(error_frame("malformed", f"{cause.reason} at offset {err.offset} (near {cause.excerpt!r})"))
             self.close(cause)
             return
-        if self._proto.request is None:  # a frame before CONNECT
-            self.send(error_frame("not-connected"))
+        frame = err.frame
+        if self._proto.request is None and frame is not None and frame.command not in ("CONNECT", "STOMP"):
+            self.send(error_frame("not-connected"))  # a frame before CONNECT
         else:
             self.send(error_frame("malformed", err.message))
         self.close(err)
