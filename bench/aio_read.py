@@ -7,8 +7,8 @@ A server in a child process (plain blocking sockets, so none of its CPU is the c
 CONNECT and SUBSCRIBE, then streams pre-encoded bytes in 256 KiB writes: N MESSAGE frames with
 200-byte bodies, or (a second load) a few large bodies. The client is ``fastframe.aio``'s
 (``async for`` over the subscription, every body's size checked); the two reading paths alternate
-for ``--rounds`` rounds and the best round of each counts. Client CPU is ``time.process_time()`` of
-this process from SUBSCRIBE to the last message.
+for ``--rounds`` rounds, each going first in half of them, and the best round of each counts.
+Client CPU is ``time.process_time()`` of this process from SUBSCRIBE to the last message.
 """
 
 from __future__ import annotations
@@ -122,9 +122,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     loads = {"small": (args.messages, SMALL), "large": (args.large, args.large_size)}
     best: Dict[Tuple[str, bool], Tuple[float, float]] = {}
     try:
-        for _ in range(args.rounds):
+        for round_ in range(args.rounds):
             for load, (count, size) in loads.items():
-                for buffered in (True, False):
+                for buffered in (True, False) if round_ % 2 else (False, True):  # neither always first
                     wall, cpu = measure(port, buffered, count, size)
                     if (load, buffered) not in best or cpu < best[load, buffered][1]:
                         best[load, buffered] = (wall, cpu)
