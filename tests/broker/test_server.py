@@ -11,7 +11,10 @@ from typing import Any, Awaitable, Callable
 import pytest
 from _broker_wire import Wire, wait_for
 
+import fastframe
 from fastframe.aio._broker import Broker
+from fastframe.aio._server import serve
+from fastframe.protocol import LocalProtocolError
 
 
 def run(test: Callable[[], Awaitable[None]], timeout: float = 20.0) -> None:
@@ -79,6 +82,34 @@ def test_protocol_refusals_get_rabbitmq_shaped_errors() -> None:
             for wire in (early, beat):
                 await wire.close()
             assert broker.core.stats()["sessions"] == 0
+
+    run(test)
+
+
+def test_a_handler_frame_the_version_cannot_carry_goes_out_in_the_1_2_escapes() -> None:
+    class Echo:
+        def connection_made(self, conn: Any) -> None:
+            pass
+
+        def frame_received(self, conn: Any, frame: Any) -> None:
+            if frame.command == "CONNECT":
+                conn.send(fastframe.Frame("CONNECTED", [("version", "1.1")]))
+            else:  # CR cannot be written in 1.1: RabbitMQ's way out is the 1.2 escapes
+                conn.send(fastframe.Frame("MESSAGE", [("destination", "/q"), ("message-id", "1"), ("x", "a\rb")]))
+                with pytest.raises(LocalProtocolError):  # refused for another reason: the handler hears it
+                    conn.send(fastframe.Frame("MESSAGE", [("destination", "/q")]))
+
+        def connection_lost(self, conn: Any, cause: Any) -> None:
+            pass
+
+    async def test() -> None:
+        async with await serve(Echo()) as server:
+            wire = await Wire.connected(server.port, "1.1")
+            wire.decoder = fastframe.Decoder("1.1", escapes="1.2", heartbeat_events=True)  # as RabbitMQ's clients
+            wire.write(b"SEND\ndestination:/q\n\n\0")
+            (message,) = await wire.read(1)
+            assert message.get("x") == "a\rb"
+            await wire.close()
 
     run(test)
 

@@ -211,11 +211,14 @@ class ServerConnection(asyncio.Protocol):
                 data = proto.receipt(frame.get("receipt-id"))
             else:
                 data = proto.frame(frame)
-        except LocalProtocolError as err:
-            if not isinstance(err.__cause__, fastframe.EncodeError) and "cannot be written" not in err.message:
-                raise
-            # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
-            data = fastframe.encode(frame, version=proto.version or "1.2", escapes="1.2")
+        except LocalProtocolError:
+            version = proto.version or "1.2"
+            try:
+                fastframe.encode(frame, version=version)
+            except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
+                data = fastframe.encode(frame, version=version, escapes="1.2")
+            else:
+                raise  # refused for another reason: the handler's mistake
         self.write(data)
 
     def write(self, data: bytes) -> None:
