@@ -298,3 +298,15 @@ def test_tls(tls_files: Path) -> None:
             await wire.close()
 
     run(test)
+
+
+def test_bad_decoder_options_are_refused_before_listening() -> None:
+    handler: Any = None  # never reached
+
+    async def test() -> None:
+        with pytest.raises(TypeError, match="chooses the decoder's version and heart-beat events"):
+            await serve(handler, decoder_options={"heartbeat_events": True})
+        with pytest.raises(ValueError, match="max_frame_size"):
+            await serve(handler, decoder_options={"max_frame_size": -1})
+
+    run(test)

@@ -444,7 +444,7 @@ async def serve(
     merged = dict(_DEFAULTS, **options)
     if merged["outbound_high_water"] > merged["max_outbound_bytes"]:
         raise ValueError("outbound_high_water must not exceed max_outbound_bytes")
-    fastframe.Decoder("1.2", **(decoder_options or {}))  # refuse bad options now, not per connection
+    ProtocolConnection(bookkeeping=False, **(decoder_options or {}))  # refuse bad options now, not per connection
     server = Server(handler, merged, decoder_options or {})
     server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
     server._port = server._server.sockets[0].getsockname()[1]
