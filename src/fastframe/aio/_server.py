@@ -38,7 +38,6 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Set, Tuple
 import fastframe
 from fastframe import spec
 
-from .._constants import VERSIONS
 from ..broker._errors import error_frame
 from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError, State
 from ..protocol import ServerConnection as ProtocolConnection
@@ -84,8 +83,8 @@ class ServerConnection(asyncio.Protocol):
         self._loop = server._loop
         self._transport: Optional[asyncio.Transport] = None
         self._proto = ProtocolConnection(
-            versions=VERSIONS, heartbeat=self._options["heartbeat"], bookkeeping=False, **server._decoder_options
-        )
+            heartbeat=self._options["heartbeat"], bookkeeping=False, **server._decoder_options
+        )  # every version: the handler's CONNECTED chooses
         self._accepted = False  # CONNECTED was just sent: frames held behind CONNECT are due
         self._timer: Optional[asyncio.TimerHandle] = None
         self._out: List[bytes] = []
