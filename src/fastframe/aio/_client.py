@@ -202,6 +202,14 @@ class Client:
 
     async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> Session:
         """Build a frame on the live session, write it, drain, and wait for its receipt if asked."""
+        session = self._session
+        if not receipt and self._error is None and self.is_connected and session is not None and session.writable:
+            # the everyday send: nothing to wait for, so no task and no timer (the slow path below would
+            # find the same session and return from drain() at once)
+            data = build(session.conn, None)
+            if data is not None:
+                session.write(data)
+            return session
         limit = self.timeout if timeout is None else timeout
 
         async def run() -> Session:

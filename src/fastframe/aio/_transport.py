@@ -222,9 +222,14 @@ class Session:
         self.transport.write(data)
         self.conn.data_sent(self._loop.time())
 
+    @property
+    def writable(self) -> bool:
+        """Whether the socket's write buffer is below its high-water mark (``drain()`` would not wait)."""
+        return self._writable.is_set()
+
     async def drain(self) -> None:
         """Wait until the socket's write buffer is below its high-water mark (or the session ended)."""
-        if self._writable.is_set():
+        if self.writable:
             return
         writable = self._loop.create_task(self._writable.wait())
         try:
