@@ -34,6 +34,7 @@ WireHook = Callable[[str, bytes], None]
 
 
 _READ_SIZE = 256 * 1024  # asyncio's own read size for a plain Protocol
+_CORK_LIMIT = 64 * 1024  # bytes held back within one loop iteration before they are written at once
 
 
 class _Reader(asyncio.Protocol):
@@ -115,6 +116,8 @@ class Session:
         self._receipts: Dict[str, asyncio.Future[Receipt]] = {}
         self._writable = asyncio.Event()
         self._writable.set()
+        self._corked: List[bytes] = []  # written this loop iteration, not yet handed to the transport
+        self._corked_size = 0
         self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
         self._ticker: Optional[asyncio.Task[None]] = None
         self._ending = False
@@ -219,8 +222,23 @@ class Session:
             self._frame_hook("out", self.conn.last_frame if data.strip(b"\r\n") else None)
         if self._wire_hook is not None:
             self._wire_hook("out", data)
-        self.transport.write(data)
+        # frames written in one loop iteration go to the socket together: one send() instead of one each
+        self._corked.append(data)
+        self._corked_size += len(data)
+        if self._corked_size >= _CORK_LIMIT:
+            self._uncork()
+        elif len(self._corked) == 1:
+            self._loop.call_soon(self._uncork)
         self.conn.data_sent(self._loop.time())
+
+    def _uncork(self) -> None:
+        if not self._corked:
+            return
+        data = self._corked[0] if len(self._corked) == 1 else b"".join(self._corked)
+        self._corked.clear()
+        self._corked_size = 0
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
 
     @property
     def writable(self) -> bool:
@@ -340,6 +358,7 @@ class Session:
     def close(self) -> None:
         """End the session cleanly (after DISCONNECT's receipt)."""
         self._ending = True
+        self._uncork()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.close()
 
