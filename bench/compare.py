@@ -23,6 +23,11 @@ What is measured (see ``--help`` for the flags):
   body fed 1 byte at a time, for both twins.
 - floors: a copy of the same bytes, a NUL scan over them, and msgpack's C
   unpacker/packer building the same Python objects.
+- client calls: on the ``client`` workload's frames, the calls a client makes
+  per message (``encode(command, dict, body)``, ``Encoder().encode(command,
+  pairs, body)``, ``Frame(command, dict, body)``) beside msgpack's
+  ``Packer().pack((command, dict, body))`` on the same objects; CPU time of a
+  loop over the frames, median of ``--repeat`` repetitions.
 - targets (from the issue), each with its measured ratio and PASS/MISS.
 """
 
@@ -42,13 +47,21 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from bench.codecs import CODEC_KEYS, Codec, Unavailable, all_codecs, diagnose, diagnose_semantic
 from bench.workloads import DEFAULT_SEED, WORKLOAD_NAMES, Workload, build_workloads
 
-OPS = ("decode", "encode", "feed", "linearity")
+OPS = ("decode", "encode", "feed", "linearity", "client")
 GROUPS = {
     "fastframe": ("c", "py"),
     "peers": ("stomp.py", "stompest", "coilmq", "aiostomp"),
     "floors": ("msgpack", "copy", "scan"),
 }
 BASELINE = "stomp.py"
+
+# client calls: (label, how to prepare each frame's arguments, the call); prepared untimed
+CLIENT_CALLS = (
+    ("encode(command, dict, body)", "dict", lambda mod: mod.encode),
+    ("Encoder().encode(command, pairs, body)", "pairs", lambda mod: mod.Encoder().encode),
+    ("Frame(command, dict, body)", "dict", lambda mod: mod.Frame),
+)
+MSGPACK_CALL = "Packer().pack((command, dict, body))"
 
 # incremental rows: (label, workload, piece size, byte budget for full sizes, for tiny sizes)
 FEED_ROWS = (
@@ -207,6 +220,44 @@ class Runner:
         result.nbytes = len(workload.prefix(n)[1])
         return result
 
+    # -- client calls ------------------------------------------------------------------
+    def measure_client(self, codec: Codec, workload: Workload) -> List[Result]:
+        """Each client call of ``codec`` on every frame of ``workload`` (its own objects per call)."""
+        if codec.key == "msgpack":
+            pack = codec.msgpack.Packer().pack  # type: ignore[attr-defined]
+            calls: List[Tuple[str, str, Any]] = [(MSGPACK_CALL, "dict", lambda c, h, b: pack((c, h, b)))]
+        elif codec.kind == "fastframe":
+            calls = [(label, shape, make(codec.mod)) for label, shape, make in CLIENT_CALLS]  # type: ignore[attr-defined]
+        else:
+            return []
+        results = []
+        for label, shape, call in calls:
+            wrap = dict if shape == "dict" else list
+            prepared = [(command, wrap(headers), body) for command, headers, body in workload.frames]
+
+            def loop(items: List[Any], call: Any = call) -> List[Any]:
+                return [call(command, headers, body) for command, headers, body in items]
+
+            checked = codec.kind == "fastframe"  # msgpack's bytes are its own
+            result = Result(codec.key, label, "client", "ok" if checked else "floor", total_frames=len(prepared))
+            times = []
+            for rep in range(self.args.repeat):
+                seconds, output = _cpu(loop, prepared)
+                if rep == 0 and checked:
+                    made = [bytes(item) if isinstance(item, bytes) else self.reference.encode(item) for item in output]
+                    if made != [self.reference.encode(*frame) for frame in workload.frames]:
+                        result.status, result.detail = "wrong", "not the reference's bytes"
+                        break
+                del output
+                times.append(seconds)
+            if times and result.status != "wrong":
+                result.seconds = statistics.median(times)
+                result.reps = len(times)
+                result.frames = len(prepared)
+                result.nbytes = len(workload.data)
+            results.append(result)
+        return results
+
     # -- incremental feeding --------------------------------------------------------
     def measure_feed(self, codec: Codec, workload: Workload, label: str, size: int, budget_bytes: int) -> Result:
         frames, data = workload.slice_bytes(budget_bytes)
@@ -362,6 +413,11 @@ def run(args: argparse.Namespace, log: Any = None) -> Report:
                     result = runner.measure(codec, workload, op)
                     report.results.append(result)
                     log(f"  {op} {workload.name:8} {codec.key:9} {_cell_fps(result):>12} {_cell_detail(result)}")
+        if "client" in ops and "client" in workloads:
+            for codec in codecs:
+                for result in runner.measure_client(codec, workloads["client"]):
+                    report.results.append(result)
+                    log(f"  client {result.workload:40} {codec.key:9} {_cell_fps(result):>12} {_cell_detail(result)}")
         if "feed" in ops:
             for label, name, size, full_bytes, tiny_bytes in FEED_ROWS:
                 if name not in workloads:
@@ -521,6 +577,24 @@ def render(report: Report) -> str:
                 f"| {result.workload} | {labels[result.codec]} | {_cell_fps(result)} | {_cell_mbps(result)} | "
                 f"{_ratio(result, base)} | {_cell_detail(result)} |"
             )
+    client_rows = [r for r in report.results if r.op == "client"]
+    if client_rows:
+        base = report.find("msgpack", MSGPACK_CALL, "client")
+        add("")
+        add("## Client calls")
+        add("")
+        add(
+            "What a client does per message, on the frames of the client workload (5 headers, 40-80 B bodies), "
+            "beside msgpack packing the same objects. Calls per second, CPU time."
+        )
+        add("")
+        add("| call | codec | calls/s | × msgpack pack | result |")
+        add("|---|---|---:|---:|---|")
+        for result in client_rows:
+            add(
+                f"| `{result.workload}` | {labels[result.codec]} | {_cell_fps(result)} | {_ratio(result, base)} | "
+                f"{_cell_detail(result)} |"
+            )
     if report.linearity:
         add("")
         add("## Linearity")
@@ -576,10 +650,29 @@ TARGETS: Tuple[Tuple[str, str, str, str, str, float, str], ...] = (
 )
 
 
+#: (text, call, goal against msgpack's pack of the same objects) for the C twin's client calls (issue 9);
+#: Frame's goal is 3x its 0.1.0 rate, which was 0.30x msgpack's pack
+CLIENT_TARGETS: Tuple[Tuple[str, str, float], ...] = (
+    ("C twin encode(command, dict, body) ≥ 1.5× msgpack pack", CLIENT_CALLS[0][0], 1.5),
+    ("C twin Encoder().encode(command, pairs, body) ≥ 1.5× msgpack pack", CLIENT_CALLS[1][0], 1.5),
+    ("C twin Frame(command, dict, body) ≥ 0.9× msgpack pack (3× 0.1.0)", CLIENT_CALLS[2][0], 0.9),
+)
+
+
 def evaluate_targets(report: Report) -> List[str]:
     """Each target of the issue, with the measured ratio and PASS/MISS (n/a when not measurable)."""
     labels = {codec.key: codec.label for codec in all_codecs()}
     out: List[str] = []
+    base = report.find("msgpack", MSGPACK_CALL, "client")
+    for text, call, goal in CLIENT_TARGETS:
+        mine = report.find("c", call, "client")
+        if mine is None:
+            continue
+        if not (mine.counted and base is not None and base.counted):
+            out.append(f"{text}: n/a (C twin or msgpack not measured)")
+            continue
+        ratio = mine.fps / base.fps
+        out.append(f"{text}: {ratio:.2f}× — {'PASS' if ratio >= goal else 'MISS'}")
     if not {"decode", "encode"} & {r.op for r in report.results}:
         return out
     for text, key, name, op, base_key, goal, figure in TARGETS:

@@ -18,7 +18,11 @@ Workloads (``WORKLOAD_NAMES``):
   CRLF line endings on some frames, heart-beats (LF and CRLF) between frames,
   and bodies without content-length;
 - ``repeats``: MESSAGE frames with repeated header names (a proxy prepends
-  headers; the first entry wins by the spec).
+  headers; the first entry wins by the spec);
+- ``client``: SEND frames as an application hands them to a client library:
+  5 headers (content-length among them), 40-80 B JSON bodies; ``bench.compare``
+  also times the client's calls on them (``encode(command, dict, body)``,
+  ``Encoder().encode(command, pairs, body)``, ``Frame(command, dict, body)``).
 
 Sizes: ``"full"`` for measurements, ``"tiny"`` for CI smoke runs; a mapping
 ``{name: frame count}`` overrides counts. The output depends only on the seed
@@ -50,12 +54,20 @@ Header = Tuple[str, str]
 LogicalFrame = Tuple[str, Tuple[Header, ...], bytes]
 
 DEFAULT_SEED = 20240601
-WORKLOAD_NAMES: Tuple[str, ...] = ("small", "medium", "large", "escape", "mixed", "repeats")
+WORKLOAD_NAMES: Tuple[str, ...] = ("small", "medium", "large", "escape", "mixed", "repeats", "client")
 
 #: Frame counts per workload for each size preset.
 SIZES: Dict[str, Dict[str, int]] = {
-    "full": {"small": 100_000, "medium": 10_000, "large": 24, "escape": 30_000, "mixed": 30_000, "repeats": 20_000},
-    "tiny": {"small": 300, "medium": 30, "large": 2, "escape": 100, "mixed": 120, "repeats": 60},
+    "full": {
+        "small": 100_000,
+        "medium": 10_000,
+        "large": 24,
+        "escape": 30_000,
+        "mixed": 30_000,
+        "repeats": 20_000,
+        "client": 100_000,
+    },
+    "tiny": {"small": 300, "medium": 30, "large": 2, "escape": 100, "mixed": 120, "repeats": 60, "client": 300},
 }
 
 # large bodies: 64 KiB .. 1 MiB (log-uniform); tiny runs cap them to keep CI fast
@@ -358,6 +370,22 @@ def _repeats(rng: random.Random, count: int, size: str) -> List[LogicalFrame]:
     return frames
 
 
+def _client(rng: random.Random, count: int, size: str) -> List[LogicalFrame]:
+    bodies = [body for body in _json_pool(rng) if 40 <= len(body) <= 80] or [b'{"id":0}']
+    frames = []
+    for seq in range(count):
+        body = rng.choice(bodies)
+        headers = (
+            ("destination", rng.choice(_QUEUES)),
+            ("content-type", "application/json"),
+            ("persistent", "true"),
+            ("receipt", f"r-{seq}"),
+            ("content-length", str(len(body))),
+        )
+        frames.append(("SEND", headers, body))
+    return frames
+
+
 _BUILDERS = {
     "small": (_small, "MESSAGE frames as RabbitMQ sends them, 5-8 headers, 0-200 B JSON bodies"),
     "medium": (_medium, "SEND frames, 1-4 KiB bodies"),
@@ -368,6 +396,7 @@ _BUILDERS = {
         "CONNECTED/MESSAGE/RECEIPT/ERROR, CRLF frames, heart-beats, bodies without content-length",
     ),
     "repeats": (_repeats, "MESSAGE frames with repeated header names (first entry wins)"),
+    "client": (_client, "SEND frames as an application gives them, 5 headers, 40-80 B JSON bodies"),
 }
 
 

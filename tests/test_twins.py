@@ -11,8 +11,11 @@ import subprocess
 import sys
 import tracemalloc
 from types import ModuleType
+from typing import Any, Dict, List
 
 import pytest
+
+from conftest import compiled_twin
 
 try:
     import resource  # RSS is checked where the platform has it (not on Windows)
@@ -21,8 +24,9 @@ except ImportError:  # pragma: no cover
 
 import fastframe
 from fastframe import DecodeError, EncodeError
-from fastframe import _codec_c as C
 from fastframe import _codec_py as P
+
+C = compiled_twin()  # a skip for the whole module when absent by design
 
 PUBLIC = [
     "Frame",
@@ -180,3 +184,91 @@ def test_compiled_twin_does_not_leak() -> None:
     growth = [sys.getrefcount(probe) - count for probe, count in zip(probes, refcounts)]
     assert max(growth) < 10, dict(zip(map(repr, probes), growth))
     assert len(gc.get_objects()) - objects < 100
+
+
+def test_compiled_twin_imports_no_python_twin() -> None:
+    # the compiled twin stands on its own: `import fastframe` leaves the reference unimported
+    code = "import sys, fastframe; print(fastframe.IMPLEMENTATION, 'fastframe._codec_py' in sys.modules)"
+    env = dict(os.environ, FASTFRAME_NO_EXTENSIONS="0")
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["c", "False"]
+    env["FASTFRAME_NO_EXTENSIONS"] = "1"
+    result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["python", "True"]
+
+
+class _Str(str):
+    pass
+
+
+_HEADER_SHAPES: List[Any] = [
+    {"a": "1", "b": "2"},
+    {_Str("a"): "1", "b": _Str("2")},
+    [("a", "1"), ("a", "2"), ("b", "")],
+    (("a", "1"), ["b", "2"]),
+    [(_Str("a"), "1")],
+    (p for p in [("a", "1"), ("b", "2")]),
+    iter([("x", "y")]),
+    {"k%d" % i: "v" for i in range(40)},  # more fields than the encoder's stack array holds
+    [("a", "1"), "ab"],
+    [("a", "1"), ("b",)],
+    [("a", "1"), ("b", "2", "3")],
+    [("a", 1)],
+    {"a": None},
+    [None],
+    5,
+    "ab",
+    [("", "x"), ("y", "\0")],
+    [("y", "\0"), ("", "x")],
+    [("content-length", "7"), ("x", "\ud800")],
+    [("x", "\ud800\udfff!"), ("content-length", "1\n")],
+    [("content-length", "0003")],
+    [("content-length", "٣")],
+    [("a:b", "c\rd")],
+]
+_BODIES: List[Any] = [b"abc", bytearray(b"abc"), memoryview(b"abc"), b"", b"x" * 1000, "text", None, 3]
+
+
+def _outcome(call: object, *args: object, **options: object) -> object:
+    try:
+        result = call(*args, **options)  # type: ignore[operator]
+    except Exception as error:  # the outcome compared is the exception's type and message
+        return (type(error).__name__, str(error))
+    return (
+        (result.command, result.headers, result.body, repr(result), result.header_map())
+        if hasattr(result, "header_map")
+        else result
+    )
+
+
+@pytest.mark.parametrize("index", range(len(_HEADER_SHAPES)))
+@pytest.mark.parametrize("body", _BODIES, ids=range(len(_BODIES)))
+@pytest.mark.parametrize("options", [{}, {"version": "1.1"}, {"version": "1.0"}, {"eol": "\r\n"}], ids=str)
+def test_hand_made_frames_and_encodings_agree(index: int, body: object, options: Dict[str, Any]) -> None:
+    # the compiled twin's own paths for dicts, lists and tuples against the reference, on every odd shape
+    def fresh() -> object:
+        shape = _HEADER_SHAPES[index]
+        if index in (5, 6):  # a generator is consumed once: a fresh one per call
+            return iter([("a", "1"), ("b", "2")] if index == 5 else [("x", "y")])
+        return shape
+
+    for command in ("SEND", "CONNECT", "MESSAGE"):
+        outcomes = []
+        for module in (C, P):
+            outcomes.append(
+                (
+                    _outcome(module.Frame, command, fresh(), body if body is not None else b""),
+                    _outcome(module.encode, command, fresh(), body, **options),
+                    _outcome(module.Encoder(**options).encode, command, fresh(), body),
+                )
+            )
+        assert outcomes[0] == outcomes[1]
+
+
+def test_encode_writes_every_content_length() -> None:
+    for size in (0, 1, 9, 10, 99, 100, 65535, 1_000_001):
+        body = b"\0" * size
+        assert C.encode("SEND", {}, body) == P.encode("SEND", {}, body)
+        assert C.encode("SEND", {}, body, content_length=True, eol="\r\n") == P.encode(
+            "SEND", {}, body, content_length=True, eol="\r\n"
+        )

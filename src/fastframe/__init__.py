@@ -12,9 +12,6 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-# The reference twin is always imported (the compiled one uses it for its errors): the names start as its
-# own, and the compiled twin's replace them below when it is built and allowed.
-from ._codec_py import IMPLEMENTATION, ColumnDecoder, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
 from ._constants import (
     BODY_COMMANDS,
     CLIENT_COMMANDS,
@@ -47,21 +44,27 @@ def _extensions_disabled() -> bool:
     return os.environ.get("FASTFRAME_NO_EXTENSIONS", "") not in ("", "0") or sys.implementation.name != "cpython"
 
 
-if not TYPE_CHECKING and not _extensions_disabled():
-    try:
-        from ._codec_c import (
-            IMPLEMENTATION,
-            ColumnDecoder,
-            Decoder,
-            Encoder,
-            Frame,
-            Heartbeat,
-            decode,
-            encode,
-            to_columns,
-        )
-    except ImportError:  # not built (a source checkout, or a pure-Python install): the reference stays
-        pass
+if TYPE_CHECKING:  # type checkers read the reference
+    from ._codec_py import IMPLEMENTATION, ColumnDecoder, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
+else:
+    _twin = None
+    if not _extensions_disabled():
+        try:
+            from . import _codec_c as _twin
+        except ImportError:  # not built (a source checkout, or a pure-Python install): the reference
+            pass
+    if _twin is None:  # imported only when it is the one in use (the compiled twin does not need it)
+        from . import _codec_py as _twin
+    IMPLEMENTATION = _twin.IMPLEMENTATION
+    ColumnDecoder = _twin.ColumnDecoder
+    Decoder = _twin.Decoder
+    Encoder = _twin.Encoder
+    Frame = _twin.Frame
+    Heartbeat = _twin.Heartbeat
+    decode = _twin.decode
+    encode = _twin.encode
+    to_columns = _twin.to_columns
+    del _twin
 
 __all__ = [
     "BODY_COMMANDS",

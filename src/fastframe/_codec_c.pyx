@@ -4,16 +4,20 @@ Rules live once, in the shared modules: options (``_options``), limits and
 tables (``_constants``), and the diagnosis of a bad head line (``_diagnose``).
 This module finds lines with memchr, checks them in one pass, and asks
 ``_diagnose`` only when a line is not plainly clean, so its errors are the
-Python twin's. An encoding it cannot do is handed to the Python twin's encoder,
-which raises the reference error. A ColumnDecoder is the same decoder writing
+Python twin's. Frames and headers given by hand take a compiled path in the
+usual shapes and the shared rules (``_frames``) otherwise; an encoding it
+cannot do gets its error from ``_frames.encode_error``, as the Python twin's
+encoder does. It imports no other twin. A ColumnDecoder is the same decoder writing
 its rows into a _ColumnStore (Arrow-layout buffers) instead of Frame objects.
 """
 
 cimport cython
 from cpython.buffer cimport PyBUF_FULL_RO, PyBuffer_IsContiguous, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.dict cimport PyDict_Next
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
+from cpython.list cimport PyList_AsTuple
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdlib cimport qsort
@@ -21,7 +25,6 @@ from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import sys
 
-from . import _codec_py
 from ._constants import (
     BODY_COMMANDS,
     COMMANDS_BY_VERSION,
@@ -54,6 +57,7 @@ from ._errors import (
     TruncatedError,
     make_decode_error,
 )
+from ._frames import body_bytes, encode_error, normalize_headers
 from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
@@ -72,6 +76,7 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
     void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
     int _PyBytes_Resize(PyObject **bytes, Py_ssize_t size) except -1
+    PyObject *PyDict_SetDefault(object mapping, object key, object default) except NULL  # borrowed
 
 __all__ = [
     "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION",
@@ -208,9 +213,9 @@ cdef class Frame:
     def __init__(self, command, headers=(), body=b""):
         if not isinstance(command, str):
             raise TypeError(f"command must be str, not {type(command).__name__}")
-        self._command = str(command)
-        self._headers = _codec_py._normalize_headers(headers)
-        self._body = _codec_py._body_bytes(body)
+        self._command = command if type(command) is str else str(command)
+        self._headers = _normalized(headers)
+        self._body = body if type(body) is bytes else body_bytes(body)
         self._offset = -1
 
     @property
@@ -246,7 +251,10 @@ cdef class Frame:
 
     def header_map(self):
         """The headers as a dict in which the first entry of each name wins."""
-        return _codec_py._first_wins(self._headers)
+        cdef dict result = {}
+        for pair in self._headers:
+            PyDict_SetDefault(result, (<tuple>pair)[0], (<tuple>pair)[1])
+        return result
 
     def encode(self, version="1.2", **options):
         """Encode this frame; the options are those of :func:`encode`."""
@@ -265,10 +273,43 @@ cdef class Frame:
         return hash((self._command, self._headers, self._body))
 
     def __repr__(self):
-        return f"Frame({self.command!r}, {self.headers!r}, {_codec_py._body_repr(self.body)})"
+        cdef bytes body = self._body
+        shown = repr(body) if len(body) <= 64 else f"<{len(body)} bytes: {body[:48]!r}...>"  # _frames.body_repr
+        return f"Frame({self._command!r}, {self._headers!r}, {shown})"
 
     def __reduce__(self):
         return (Frame, (self.command, self.headers, self.body))
+
+
+cdef inline bint _exact_pair(object item) noexcept:
+    return (type(item) is tuple and len(<tuple>item) == 2 and type((<tuple>item)[0]) is str
+            and type((<tuple>item)[1]) is str)
+
+
+cdef tuple _normalized(object headers):
+    """Headers as a tuple of exact-str pairs: a dict, list or tuple of such pairs here, the rest by ``_frames``."""
+    cdef Py_ssize_t pos = 0, i = 0
+    cdef PyObject *key
+    cdef PyObject *value
+    cdef tuple out, pair
+    if type(headers) is dict:
+        out = PyTuple_New(len(<dict>headers))
+        # no code of the caller's runs in this loop (exact str keys and values), so the dict cannot change
+        while PyDict_Next(headers, &pos, &key, &value):
+            if type(<object>key) is not str or type(<object>value) is not str:
+                return normalize_headers(headers)
+            pair = (<object>key, <object>value)
+            Py_INCREF(pair)
+            PyTuple_SET_ITEM(out, i, pair)
+            i += 1
+        return out
+    if type(headers) is tuple or type(headers) is list:
+        for item in headers:
+            if not _exact_pair(item):
+                return normalize_headers(headers)
+        # the pairs are immutable: shared, not copied
+        return <tuple>headers if type(headers) is tuple else PyList_AsTuple(headers)
+    return normalize_headers(headers)
 
 
 cdef inline Frame _make_frame(str command, tuple headers, bytes body, Py_ssize_t offset):
@@ -445,6 +486,8 @@ cdef int _reserve_grow(Grow *grow, Py_ssize_t more) except -1:
 
 
 cdef inline int _extend(Grow *grow, const void *data, Py_ssize_t size) except -1:
+    if size == 0:
+        return 0  # an empty column has no memory yet: memcpy from or to NULL is undefined even for 0 bytes
     if grow.size + size > grow.cap:
         _reserve_grow(grow, size)
     memcpy(grow.data + grow.size, data, size)
@@ -453,6 +496,8 @@ cdef inline int _extend(Grow *grow, const void *data, Py_ssize_t size) except -1
 
 
 cdef inline void _drop_front(Grow *grow, Py_ssize_t count) noexcept:
+    if count == 0:
+        return  # nothing to move, and the buffer may not exist yet (memmove of NULL is undefined)
     memmove(grow.data, grow.data + count, grow.size - count)
     grow.size -= count
 
@@ -1763,7 +1808,7 @@ cdef class Encoder:
     cdef int escape_set  # the escape tables' index, -1 for STOMP 1.0 (none)
     cdef int content_length  # -1: when the body is non-empty, 1: always, 0: only for NUL
     cdef bytes eol
-    cdef object reference  # the Python twin's encoder: raises the reference errors
+    cdef str escapes  # the escape set's name, for encode_error
     # escaping verdicts of recently seen str objects (owned, so their addresses stay theirs)
     cdef PyObject *seen[ENCODER_SLOTS]
     cdef Py_ssize_t seen_extra[ENCODER_SLOTS]
@@ -1802,58 +1847,103 @@ cdef class Encoder:
         opts = encoder_options(version, **options)
         self.options = opts
         self.version = opts.version
+        self.escapes = opts.escapes
         self.escape_set = _escape_set(opts.escapes)
         self.content_length = -1 if opts.content_length is None else int(opts.content_length)
         self.eol = opts.eol.encode()
-        self.reference = _codec_py.Encoder(version, **options)
 
     def encode(self, frame, headers=None, body=None):
         """Encode a Frame, or a command with headers and body, to bytes."""
-        if type(frame) is Frame:
+        return self._encode_any(frame, headers, body)
+
+    cdef bytes _encode_any(self, frame, headers, body):
+        if type(frame) is str:  # first: looking up a missing __fastframe_frame__ costs more than encoding
+            command = frame
+            if headers is None:
+                headers = ()
+            if type(body) is not bytes:
+                headers = _normalized(headers)  # its TypeError comes first, as in the Python twin
+                body = body_bytes(b"" if body is None else body)
+        elif type(frame) is Frame:
             if headers is not None or body is not None:
                 raise TypeError("pass either a Frame or (command, headers, body), not both")
-            result = self._encode((<Frame>frame)._command, (<Frame>frame)._headers, (<Frame>frame)._body)
+            command, headers, body = (<Frame>frame)._command, (<Frame>frame)._headers, (<Frame>frame)._body
         elif getattr(frame, "__fastframe_frame__", False):
             if headers is not None or body is not None:
                 raise TypeError("pass either a Frame or (command, headers, body), not both")
-            result = self._encode(frame.command, frame.headers, frame.body)
+            command, headers, body = frame.command, tuple(frame.headers), frame.body
         else:
             if not isinstance(frame, str):
                 raise TypeError(f"command must be str or a Frame, not {type(frame).__name__}")
-            result = self._encode(
-                frame,
-                _codec_py._normalize_headers(() if headers is None else headers),
-                _codec_py._body_bytes(b"" if body is None else body),
-            )
+            command = frame
+            if headers is None:
+                headers = ()
+            if type(body) is not bytes:
+                headers = _normalized(headers)  # its TypeError comes first, as in the Python twin
+                body = body_bytes(b"" if body is None else body)
+        result = self._encode(command, headers, body)
         if result is None:
-            self.reference.encode(frame, headers, body)  # raises the reference error
-            raise RuntimeError("fastframe twins disagree about an encoding")  # a bug
+            headers = _normalized(headers)
+            error = encode_error(command, headers, body, self.escapes)
+            raise error if error is not None else RuntimeError("fastframe: encoder and encode_error disagree")
         return result
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    cdef object _encode(self, str command, tuple headers, bytes body):
-        """The frame's bytes, or None when it cannot be encoded (the caller finds out why)."""
-        cdef Py_ssize_t command_size, body_size = len(body), total, i, n = len(headers)
-        cdef Py_ssize_t eol_size = len(self.eol)
+    cdef int _gather(self, object headers, Field *fields, Py_ssize_t n) except -1:
+        """Borrow each name and value into ``fields``; 0 when ``headers`` is not a dict, list or tuple of
+        exact-str pairs (the caller normalizes them first). Nothing of the caller's runs until they are
+        used, so borrowing is safe."""
+        cdef Py_ssize_t pos = 0, i = 0
+        cdef PyObject *key
+        cdef PyObject *value
+        if type(headers) is dict:
+            while PyDict_Next(headers, &pos, &key, &value):
+                if type(<object>key) is not str or type(<object>value) is not str:
+                    return 0
+                fields[2 * i].text = key
+                fields[2 * i + 1].text = value
+                i += 1
+            return 1
+        for i in range(n):
+            item = (<tuple>headers)[i] if type(headers) is tuple else (<list>headers)[i]
+            if not _exact_pair(item):
+                return 0
+            fields[2 * i].text = <PyObject *>(<tuple>item)[0]
+            fields[2 * i + 1].text = <PyObject *>(<tuple>item)[1]
+        return 1
+
+    @cython.boundscheck(False)
+    @cython.wraparound(False)
+    cdef object _encode(self, str command, object headers, bytes body):
+        """The frame's bytes, or None when it cannot be encoded (the caller finds out why).
+
+        ``headers``: a dict, list or tuple, normalized here when not of exact-str pairs.
+        """
+        cdef Py_ssize_t command_size, body_size = len(body), total, i, n
+        cdef Py_ssize_t eol_size = len(self.eol), length_size = 0
         cdef const char *command_data
         cdef const char *body_data = PyBytes_AS_STRING(body)
         cdef const char *eol_data = PyBytes_AS_STRING(self.eol)
         cdef bint escape, has_length = False
         cdef char *w
-        cdef bytes length_text = None
+        cdef char digits[24]
         cdef Field stack_fields[64]
         cdef Field *fields = stack_fields
         cdef Field *name
         cdef Field *value
         cdef const unsigned char *letters
+        cdef size_t rest
+        if type(headers) is not dict and type(headers) is not tuple and type(headers) is not list:
+            headers = _normalized(headers)
+        n = len(headers)
         try:
             command_data = PyUnicode_AsUTF8AndSize(command, &command_size)
         except UnicodeEncodeError:
             return None
         if command_size == 0 or _find_any(command_data, command_size, b"\n\r\0", 3):
             return None
-        escape = self.escape_set >= 0 and command not in UNESCAPED_COMMANDS
+        escape = self.escape_set >= 0 and not _unescaped_command(command_data, command_size)
         letters = _ESCAPE_LETTER[self.escape_set] if escape else NULL
         total = command_size + eol_size
         if 2 * n > 64:
@@ -1861,20 +1951,22 @@ cdef class Encoder:
             if fields == NULL:
                 raise MemoryError()
         try:
+            if not self._gather(headers, fields, n):
+                headers = _normalized(headers)  # a pair of str subclasses, a list for a pair, or a TypeError
+                self._gather(headers, fields, n)
             # pass 1: validate, and size every name and value once
             for i in range(n):
-                pair = <tuple>headers[i]
                 name = &fields[2 * i]
                 value = &fields[2 * i + 1]
                 try:
-                    name.data = PyUnicode_AsUTF8AndSize(<str>pair[0], &name.size)
-                    value.data = PyUnicode_AsUTF8AndSize(<str>pair[1], &value.size)
+                    name.data = PyUnicode_AsUTF8AndSize(<str>name.text, &name.size)
+                    value.data = PyUnicode_AsUTF8AndSize(<str>value.text, &value.size)
                 except UnicodeEncodeError:
                     return None
                 if name.size == 0:
                     return None
-                name.extra = self._extra(<str>pair[0], name.data, name.size, escape, True)
-                value.extra = self._extra(<str>pair[1], value.data, value.size, escape, False)
+                name.extra = self._extra(<str>name.text, name.data, name.size, escape, True)
+                value.extra = self._extra(<str>value.text, value.data, value.size, escape, False)
                 if name.extra < 0 or value.extra < 0:
                     return None
                 total += name.size + name.extra + 1 + value.size + value.extra + eol_size
@@ -1886,8 +1978,15 @@ cdef class Encoder:
                 (self.content_length == -1 and body_size) or self.content_length == 1
                 or memchr(body_data, 0, body_size) != NULL
             ):
-                length_text = b"content-length:%d" % body_size + self.eol
-                total += len(length_text)
+                # the body size in decimal, written backwards into digits
+                rest = <size_t>body_size
+                while True:
+                    length_size += 1
+                    digits[24 - length_size] = <char>(48 + rest % 10)
+                    rest //= 10
+                    if rest == 0:
+                        break
+                total += 15 + length_size + eol_size
             total += eol_size + body_size + 1
             # pass 2: write once into the result
             result = PyBytes_FromStringAndSize(NULL, total)
@@ -1904,9 +2003,12 @@ cdef class Encoder:
                 else:
                     w[0] = b':'
                     w += 1
-            if length_text is not None:
-                memcpy(w, PyBytes_AS_STRING(length_text), len(length_text))
-                w += len(length_text)
+            if length_size:
+                memcpy(w, b"content-length:", 15)
+                memcpy(w + 15, digits + 24 - length_size, length_size)
+                w += 15 + length_size
+                memcpy(w, eol_data, eol_size)
+                w += eol_size
             memcpy(w, eol_data, eol_size)
             w += eol_size
             memcpy(w, body_data, body_size)
@@ -1918,6 +2020,15 @@ cdef class Encoder:
                 PyMem_Free(fields)
 
 
+cdef inline bint _unescaped_command(const char *data, Py_ssize_t size) noexcept:
+    """True for CONNECT, STOMP and CONNECTED (UNESCAPED_COMMANDS), whose headers are sent as they are."""
+    if size == 7:
+        return memcmp(data, b"CONNECT", 7) == 0
+    if size == 5:
+        return memcmp(data, b"STOMP", 5) == 0
+    return size == 9 and memcmp(data, b"CONNECTED", 9) == 0
+
+
 cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars, int count) noexcept:
     cdef int k
     for k in range(count):
@@ -1927,6 +2038,7 @@ cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars,
 
 
 cdef struct Field:
+    PyObject *text  # the name or value (borrowed)
     const char *data  # UTF-8, owned by the str
     Py_ssize_t size
     Py_ssize_t extra  # bytes escaping adds
@@ -2024,14 +2136,14 @@ def encode(frame, headers=None, body=None, *, version="1.2", escapes=None, conte
     the caller is kept, and must match the body.
     """
     if escapes is None and content_length is None and version == "1.2" and eol == "\n":
-        return _DEFAULT_ENCODER.encode(frame, headers, body)
+        return _DEFAULT_ENCODER._encode_any(frame, headers, body)
     key = (version, type(version), escapes, type(escapes), content_length, type(content_length), eol, type(eol))
     encoder = _ENCODERS.get(key)
     if encoder is None:
         encoder = Encoder(version, escapes=escapes, content_length=content_length, eol=eol)
         if len(_ENCODERS) < 64:
             _ENCODERS[key] = encoder
-    return (<Encoder>encoder).encode(frame, headers, body)
+    return (<Encoder>encoder)._encode_any(frame, headers, body)
 
 
 cdef Encoder _DEFAULT_ENCODER = Encoder()

@@ -43,13 +43,13 @@ from ._errors import (
     NOT_CONTIGUOUS,
     REENTRANT_CALL,
     BodyNotAllowedError,
-    EncodeError,
     FrameError,
     LimitExceededError,
     MissingNullError,
     TruncatedError,
     make_decode_error,
 )
+from ._frames import body_bytes, body_repr, encode_error, first_wins, normalize_headers
 from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
@@ -82,46 +82,6 @@ BytesLike = Union[bytes, bytearray, memoryview]
 # --------------------------------------------------------------------------- frame
 
 
-def _normalize_headers(headers: Any) -> Tuple[Header, ...]:
-    items = headers.items() if isinstance(headers, Mapping) else headers
-    out = []
-    for item in items:
-        if isinstance(item, (str, bytes)):  # "ab" would unpack as ("a", "b")
-            raise TypeError(f"each header must be a (name, value) pair, not {item!r}")
-        try:
-            name, value = item
-        except (TypeError, ValueError):
-            raise TypeError(f"each header must be a (name, value) pair, not {item!r}") from None
-        if not isinstance(name, str) or not isinstance(value, str):
-            raise TypeError(f"header names and values must be str, not {name!r}: {value!r}")
-        # exact str: a subclass instance could carry a __dict__ and form a cycle
-        out.append((name if type(name) is str else str(name), value if type(value) is str else str(value)))
-    return tuple(out)
-
-
-def _first_wins(headers: Tuple[Header, ...]) -> Dict[str, str]:
-    """A dict of the first value of each name, in wire order of first appearance."""
-    result: Dict[str, str] = {}
-    for name, value in headers:
-        if name not in result:
-            result[name] = value
-    return result
-
-
-def _body_bytes(body: Any) -> bytes:
-    if type(body) is bytes:
-        return body
-    if isinstance(body, (bytes, bytearray, memoryview)):
-        return bytes(body)
-    raise TypeError(f"body must be bytes, bytearray or memoryview, not {type(body).__name__}")
-
-
-def _body_repr(body: bytes) -> str:
-    if len(body) <= 64:
-        return repr(body)
-    return f"<{len(body)} bytes: {body[:48]!r}...>"
-
-
 class Frame:
     """One STOMP frame: ``command``, ``headers`` and ``body``.
 
@@ -140,8 +100,8 @@ class Frame:
         if not isinstance(command, str):
             raise TypeError(f"command must be str, not {type(command).__name__}")
         self._command = command if type(command) is str else str(command)
-        self._headers = _normalize_headers(headers)
-        self._body = _body_bytes(body)
+        self._headers = normalize_headers(headers)
+        self._body = body_bytes(body)
         self._offset: Optional[int] = None
 
     @property
@@ -177,7 +137,7 @@ class Frame:
 
     def header_map(self) -> Dict[str, str]:
         """The headers as a dict in which the first entry of each name wins."""
-        return _first_wins(self._headers)
+        return first_wins(self._headers)
 
     def encode(self, version: str = "1.2", **options: Any) -> bytes:
         """Encode this frame; the options are those of :func:`encode`."""
@@ -200,7 +160,7 @@ class Frame:
         return hash((self._command, self._headers, self._body))
 
     def __repr__(self) -> str:
-        return f"Frame({self._command!r}, {self._headers!r}, {_body_repr(self._body)})"
+        return f"Frame({self._command!r}, {self._headers!r}, {body_repr(self._body)})"
 
     def __reduce__(self) -> Any:
         return (Frame, (self._command, self._headers, self._body))
@@ -806,10 +766,10 @@ class Encoder:
             command = frame
             if not isinstance(command, str):
                 raise TypeError(f"command must be str or a Frame, not {type(command).__name__}")
-            header_list = _normalize_headers(() if headers is None else headers)
-            body_b = _body_bytes(b"" if body is None else body)
+            header_list = normalize_headers(() if headers is None else headers)
+            body_b = body_bytes(b"" if body is None else body)
         if not command or "\n" in command or "\r" in command or "\0" in command:
-            raise EncodeError(f"invalid command {command!r}")
+            raise self._refusal(command, header_list, body_b)
         escape = command not in UNESCAPED_COMMANDS and self._table is not None
         count = len(header_list)
         head = "\n".join([f"{name}:{value}" for name, value in header_list])
@@ -821,17 +781,18 @@ class Encoder:
             or head.count(":") != count
             or head.count("\n") != max(count - 1, 0)
         ):
-            header_list = tuple(self._escaped_header(name, value, escape, command) for name, value in header_list)
-            head = "\n".join([f"{name}:{value}" for name, value in header_list])
+            escaped = [self._escaped_header(name, value, escape) for name, value in header_list]
+            if None in escaped:
+                raise self._refusal(command, header_list, body_b)
+            head = "\n".join([f"{name}:{value}" for name, value in escaped])  # type: ignore[misc]
         if head.startswith(":") or "\n:" in head:
-            raise EncodeError("empty header name")
+            raise self._refusal(command, header_list, body_b)  # an empty name
         at = 0 if head.startswith("content-length:") else head.find("\ncontent-length:") + 1
         if at > 0 or head.startswith("content-length:"):
             stop = head.find("\n", at)
             value = head[at + 15 : stop if stop >= 0 else len(head)]
-            size = str(len(body_b))
-            if value != size and not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
-                raise EncodeError(f"content-length {value!r} contradicts the {size}-byte body")
+            if value != str(len(body_b)) and not (value.isdigit() and value.isascii() and int(value) == len(body_b)):
+                raise self._refusal(command, header_list, body_b)
         elif (self._content_length is None and body_b) or self._content_length or b"\0" in body_b:
             head = f"{head}\ncontent-length:{len(body_b)}" if count else f"content-length:{len(body_b)}"
         text = f"{command}\n{head}\n\n" if head else f"{command}\n\n"
@@ -839,27 +800,27 @@ class Encoder:
             text = text.replace("\n", self._eol)  # no LF is left in names or values by now
         try:
             encoded = text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise EncodeError(f"cannot encode as UTF-8: {exc.object[exc.start : exc.end]!r}") from None
+        except UnicodeEncodeError:
+            raise self._refusal(command, header_list, body_b) from None
         return b"".join((encoded, body_b, b"\0"))
 
-    def _escaped_header(self, name: str, value: str, escape: bool, command: str) -> Header:
-        """A header as it goes on the wire, or EncodeError when it cannot."""
-        if not name:
-            raise EncodeError("empty header name")
-        if "\0" in name or "\0" in value:
-            raise EncodeError(f"NUL in header {name!r}")
+    def _escaped_header(self, name: str, value: str, escape: bool) -> Optional[Header]:
+        """A header as it goes on the wire, or None when it cannot (encode_error says why)."""
+        if not name or "\0" in name or "\0" in value:
+            return None
         if escape:
             if not self._cr_escaped and ("\r" in name or "\r" in value):
-                raise EncodeError(f"header {name!r}: CR cannot be escaped in STOMP {self.options.escapes}")
+                return None
             table: Any = self._table  # set whenever escape is
             return (name.translate(table), value.translate(table))
         if ":" in name or "\n" in name or "\r" in name or "\n" in value or "\r" in value:
-            raise EncodeError(
-                f"header {name!r}: ':' in a name, CR or LF cannot be sent unescaped ({command}, STOMP "
-                f"{self.options.escapes})"
-            )
+            return None
         return (name, value)
+
+    def _refusal(self, command: str, headers: Tuple[Header, ...], body: bytes) -> Exception:
+        """The shared rules' error for a frame this encoder found it cannot write."""
+        error = encode_error(command, headers, body, self.options.escapes)
+        return error if error is not None else RuntimeError("fastframe: encoder and encode_error disagree")  # a bug
 
 
 @functools.lru_cache(maxsize=64, typed=True)  # typed: 1 == True, but 1 is refused
