@@ -1,7 +1,11 @@
 """Fixtures shared by the whole suite.
 
 ``codec`` runs a test against both twins: ``c`` imports the compiled module
-directly (a missing build is a failure, not a skip) and ``py`` the reference.
+directly and ``py`` the reference. A missing compiled twin is a failure, unless
+pure Python was asked for (``FASTFRAME_NO_EXTENSIONS=1``, set at build time for a
+pure-Python install and kept for its test run, or an interpreter other than
+CPython) outside CI: then every test of it skips with the reason. In CI
+(``CI=true``) it is always required.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import importlib
 import os
 import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -48,8 +53,37 @@ CORPUS = SHARED / "corpus" / "brokers"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
+def pure_python_asked() -> bool:
+    """The environment asks for the pure-Python twin (as ``setup.py`` and ``fastframe`` read it)."""
+    return os.environ.get("FASTFRAME_NO_EXTENSIONS", "") not in ("", "0") or sys.implementation.name != "cpython"
+
+
+def compiled_twin_built() -> bool:
+    """True when the compiled twin imports; False when it is absent by design; a failure when it is expected."""
+    try:
+        importlib.import_module(TWIN_MODULES["c"])
+    except ImportError as error:
+        if pure_python_asked() and not IN_CI:
+            return False
+        pytest.fail(
+            f"the compiled twin is missing ({error}): build it, or ask for pure Python with "
+            "FASTFRAME_NO_EXTENSIONS=1 (not in CI)",
+            pytrace=False,
+        )
+    return True
+
+
+def compiled_twin() -> ModuleType:
+    """``fastframe._codec_c``; a skip (at module level too) when it is absent by design, else a failure."""
+    if not compiled_twin_built():
+        pytest.skip(
+            "compiled twin not built: pure Python asked for (FASTFRAME_NO_EXTENSIONS=1)", allow_module_level=True
+        )
+    return importlib.import_module(TWIN_MODULES["c"])
+
+
 def load_twin(name: str) -> ModuleType:
-    return importlib.import_module(TWIN_MODULES[name])
+    return compiled_twin() if name == "c" else importlib.import_module(TWIN_MODULES[name])
 
 
 @pytest.fixture(params=TWINS, scope="session")
