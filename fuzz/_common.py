@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
 import sys
-from array import array
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
@@ -24,6 +22,11 @@ from fastframe import _codec_c as C
 from fastframe import _codec_py as P
 
 REPO = Path(__file__).resolve().parents[1]
+# what the suite already has: where ../shared is, and how a Columns reads back as rows
+sys.path.insert(0, str(REPO / "tests"))
+from _shared import find_shared  # noqa: E402
+from _strategies import column_rows  # noqa: E402,F401  (the harnesses import it from here)
+
 CONTROL = 8
 VERSIONS = (None, "1.0", "1.1", "1.2")
 TRISTATE = (None, False, True, None)
@@ -142,53 +145,7 @@ def check_events(events: Sequence[Tuple[Any, ...]], size: int) -> None:
             assert event[2] in (b"\n", b"\r\n")
 
 
-def column_rows(columns: Any) -> List[Tuple[Any, ...]]:
-    """(command, headers, body, offset) of each row of a Columns, checked against its first-wins map."""
-
-    def unpack(offsets: bytes, data: bytes) -> List[bytes]:
-        bounds = array("i", offsets)
-        assert bounds[0] == 0 and list(bounds) == sorted(bounds) and bounds[-1] == len(data)
-        return [data[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
-
-    commands = unpack(columns.command_offsets, columns.command_data)
-    names = [n.decode() for n in unpack(columns.name_offsets, columns.name_data)]
-    values = [v.decode() for v in unpack(columns.value_offsets, columns.value_data)]
-    bodies = unpack(columns.body_offsets, columns.body_data)
-    header_bounds = array("i", columns.header_offsets)
-    keep = columns.map_keep or bytes([1]) * len(names)
-    map_bounds = array("i", columns.map_offsets or columns.header_offsets)
-    rows = []
-    for i, offset in enumerate(array("q", columns.frame_offsets)):
-        span = range(header_bounds[i], header_bounds[i + 1])
-        headers = tuple((names[j], values[j]) for j in span)
-        first_wins = [headers[j - span.start] for j in span if keep[j]]
-        assert dict(first_wins) == dict(reversed(headers)) and len(first_wins) == len(dict(headers))
-        assert map_bounds[i + 1] - map_bounds[i] == len(first_wins)
-        rows.append((commands[i].decode(), headers, bodies[i], offset))
-    assert len(rows) == columns.rows
-    return rows
-
-
 # ----------------------------------------------------------------------------- seeds
-
-
-def find_shared() -> Path:
-    """../shared as tests/conftest.py finds it: $FASTFRAME_SHARED, beside the repo, or beside its origin."""
-    if "FASTFRAME_SHARED" in os.environ:
-        return Path(os.environ["FASTFRAME_SHARED"])
-    beside = REPO.parent / "shared"
-    if beside.is_dir():
-        return beside
-    try:
-        origin = subprocess.run(
-            ["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
-            capture_output=True, text=True, timeout=10,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        origin = ""
-    if origin and (Path(origin).resolve().parent / "shared").is_dir():
-        return Path(origin).resolve().parent / "shared"
-    return beside
 
 
 def streams(max_size: int = 64 * 1024) -> Iterator[Tuple[str, bytes]]:

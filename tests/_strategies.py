@@ -184,6 +184,7 @@ def column_rows(columns: Any) -> List[Tuple[Any, ...]]:
 
     def unpack(offsets: bytes, data: bytes) -> List[bytes]:
         bounds = array("i", offsets)
+        assert bounds[0] == 0 and list(bounds) == sorted(bounds) and bounds[-1] == len(data)
         return [data[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
 
     commands = unpack(columns.command_offsets, columns.command_data)

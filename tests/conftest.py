@@ -12,43 +12,19 @@ from __future__ import annotations
 
 import importlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from _shared import REPO, find_shared  # noqa: F401  (REPO: the test modules import it from here)
+
 TWINS = ("c", "py")
 TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
 
-REPO = Path(__file__).resolve().parents[1]
 
-
-def _find_shared() -> Path:
-    """The project's read-only reference folder: $FASTFRAME_SHARED, ../shared, or beside the clone's origin.
-
-    A clone made elsewhere (``git clone /work/main /tmp/x``) still finds the
-    corpus beside the repository it was cloned from.
-    """
-    if "FASTFRAME_SHARED" in os.environ:
-        return Path(os.environ["FASTFRAME_SHARED"])
-    beside = REPO.parent / "shared"
-    if beside.is_dir():
-        return beside
-    try:
-        origin = subprocess.run(
-            ["git", "-C", str(REPO), "config", "--get", "remote.origin.url"],
-            capture_output=True, text=True, timeout=10,
-        ).stdout.strip()  # fmt: skip
-    except (OSError, subprocess.SubprocessError):
-        origin = ""
-    if origin and Path(origin).is_dir() and (Path(origin).resolve().parent / "shared").is_dir():
-        return Path(origin).resolve().parent / "shared"
-    return beside
-
-
-SHARED = _find_shared()
+SHARED = find_shared()
 CORPUS = SHARED / "corpus" / "brokers"
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
