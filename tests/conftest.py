@@ -18,7 +18,7 @@ from types import ModuleType
 
 import pytest
 
-from _shared import REPO, find_shared  # noqa: F401  (REPO: the test modules import it from here)
+from _shared import IN_CI, REPO, find_shared  # noqa: F401  (REPO: the test modules import it from here)
 
 TWINS = ("c", "py")
 TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
@@ -26,7 +26,6 @@ TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
 
 SHARED = find_shared()
 CORPUS = SHARED / "corpus" / "brokers"
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
 
 def pure_python_asked() -> bool:

@@ -14,6 +14,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 from _broker_wire import Wire
 
+from _extras import require
 from fastframe.aio._broker import Broker
 
 BINARY = bytes(range(256)) * 3  # NULs, high bytes, a fake frame end
@@ -68,7 +69,7 @@ async def _raw_producer(port: int, frames: List[Dict[str, Any]]) -> None:
 
 
 def test_stomp_py(broker_thread: BrokerThread) -> None:
-    stomp = pytest.importorskip("stomp")
+    stomp = require("stomp", "bench")
     got: List[Any] = []
     receipts: List[str] = []
     errors: List[Any] = []
@@ -140,7 +141,7 @@ def test_stomp_py(broker_thread: BrokerThread) -> None:
 
 
 def test_stompman() -> None:
-    stompman = pytest.importorskip("stompman")
+    stompman = require("stompman", "bench")
 
     async def test() -> None:
         async with Broker() as broker:
@@ -193,7 +194,7 @@ def test_stompman() -> None:
 
 
 def test_aiostomp() -> None:
-    aiostomp = pytest.importorskip("aiostomp")
+    aiostomp = require("aiostomp", "bench")
 
     async def test() -> None:
         async with Broker() as broker:

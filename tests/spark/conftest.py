@@ -16,34 +16,14 @@ from typing import Any
 
 import pytest
 
-from conftest import IN_CI
+from _extras import missing, placeholder
 
-# The Spark tests need the `spark` extra. Where the package is installed without it (a wheel tested with the
-# `test` extra only) each module is reported as one skipped test with the reason; the clone-based CI installs
-# every extra, so there a missing module is a failure.
-MISSING_EXTRA = ""
-for _module in ("pyspark", "pyarrow"):
-    try:
-        __import__(_module)
-    except ImportError as _exc:
-        if IN_CI:
-            raise
-        MISSING_EXTRA = MISSING_EXTRA or f"the Spark tests need the spark extra: {_exc}"
-
-
-class _NeedsSparkExtra(pytest.File):
-    def collect(self) -> Any:
-        yield _Skipped.from_parent(self, name="needs-spark-extra")
-
-
-class _Skipped(pytest.Item):
-    def runtest(self) -> None:
-        pytest.skip(MISSING_EXTRA)
+# Without the spark extra each module here is one skipped test with the reason (a failure with CI=true).
+MISSING_EXTRA = missing(("pyspark", "pyarrow"), "spark")
 
 
 def pytest_pycollect_makemodule(module_path: Any, parent: Any) -> Any:
-    # without the extra the module would fail at import: collect a placeholder that skips instead
-    return _NeedsSparkExtra.from_parent(parent, path=module_path) if MISSING_EXTRA else None
+    return placeholder(module_path, parent, MISSING_EXTRA)
 
 
 WORKER_MEMORY_MB = 640
