@@ -265,3 +265,25 @@ def test_memory_is_bounded_by_what_waits(codec: ModuleType) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 12_000_000  # a few copies of one frame, not 40 MB
+
+
+@pytest.mark.parametrize("count", [17, 64, 301])
+def test_first_wins_map_of_many_headers(codec: ModuleType, count: int) -> None:
+    # past 16 headers the compiled twin sorts the names: equal names must keep wire order
+    import random
+
+    rng = random.Random(count)
+    names = ["n%d" % rng.randrange(count // 3) for _ in range(count)] + ["x" * rng.randrange(1, 4) for _ in range(9)]
+    rng.shuffle(names)
+    headers = [(name, str(i)) for i, name in enumerate(names)]
+    frame = codec.Frame("SEND", headers, b"")
+    columns = codec.to_columns([frame])
+    seen = set()
+    keep = []
+    for name, _ in headers:
+        keep.append(0 if name in seen else 1)
+        seen.add(name)
+    assert columns.map_keep == bytes(keep)
+    decoder = codec.ColumnDecoder()
+    decoder.feed(codec.encode(frame))
+    assert decoder.take().map_keep == bytes(keep)

@@ -20,7 +20,6 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.list cimport PyList_AsTuple
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdlib cimport qsort
 from libc.string cimport memchr, memcmp, memcpy, memmove
 
 import sys
@@ -30,6 +29,7 @@ from ._constants import (
     COMMANDS_BY_VERSION,
     COMMON_HEADER_NAMES,
     CLIENT_COMMANDS,
+    MAX_CONTENT_LENGTH as _MAX_CONTENT_LENGTH,
     SERVER_COMMANDS,
     UNESCAPE,
     UNESCAPED_COMMANDS,
@@ -96,7 +96,7 @@ cdef enum:
     CACHE_MAX_SIZE = 40
     SINK_MIN = 65536  # a body this large, arriving in pieces, is copied once: into its own bytes object
 
-cdef unsigned long long MAX_CONTENT_LENGTH = 9223372036854775807
+cdef unsigned long long MAX_CONTENT_LENGTH = _MAX_CONTENT_LENGTH  # typed once, in _constants
 cdef long long MAX_COLUMN = MAX_COLUMN_BYTES
 cdef Py_ssize_t RADIUS = EXCERPT_RADIUS  # bytes either side of an error's offset in its excerpt
 
@@ -509,29 +509,62 @@ cdef inline void _store_le(char *at, unsigned long long value, int width) noexce
         at[i] = <char>((value >> (8 * i)) & 0xFF)
 
 
-# qsort has no context argument: the header set being sorted (the GIL serialises callers)
-cdef const char *_sort_names
-cdef HeaderEnds *_sort_headers
-cdef long long _sort_first_start
+cdef struct SortContext:  # the header set being sorted, passed along (no module state)
+    const char *names  # the names buffer
+    HeaderEnds *headers  # the frame's first header
+    long long first_start  # where the first name starts in names
 
 
-cdef int _compare_names(long long i, long long j) noexcept nogil:
+cdef int _compare_names(const SortContext *ctx, long long i, long long j) noexcept nogil:
     """Order of the names of headers i and j of the set being sorted: by length, then bytes."""
-    cdef long long i0 = _sort_first_start if i == 0 else _sort_headers[i - 1].name_end
-    cdef long long j0 = _sort_first_start if j == 0 else _sort_headers[j - 1].name_end
-    cdef long long ni = _sort_headers[i].name_end - i0, nj = _sort_headers[j].name_end - j0
+    cdef long long i0 = ctx.first_start if i == 0 else ctx.headers[i - 1].name_end
+    cdef long long j0 = ctx.first_start if j == 0 else ctx.headers[j - 1].name_end
+    cdef long long ni = ctx.headers[i].name_end - i0, nj = ctx.headers[j].name_end - j0
     if ni != nj:
         return -1 if ni < nj else 1
-    return memcmp(_sort_names + i0, _sort_names + j0, ni)
+    return memcmp(ctx.names + i0, ctx.names + j0, ni)
 
 
-cdef int _by_name(const void *a, const void *b) noexcept nogil:
-    """qsort's comparison: by name, then by position (the first of equal names comes first)."""
-    cdef long long i = (<const long long *>a)[0], j = (<const long long *>b)[0]
-    cdef int order = _compare_names(i, j)
-    if order:
-        return order
-    return -1 if i < j else (1 if i > j else 0)
+@cython.boundscheck(False)
+@cython.wraparound(False)
+cdef void _sort_by_name(const SortContext *ctx, long long *order, long long *spare, long long count) noexcept nogil:
+    """Stable bottom-up merge sort of header indexes by name (equal names keep wire order).
+
+    A merge sort, not qsort: qsort takes no context, and its portable variants differ per platform.
+    """
+    cdef long long width = 1, lo, mid, hi, a, b, k
+    cdef long long *src = order
+    cdef long long *dst = spare
+    cdef long long *swap
+    while width < count:
+        lo = 0
+        while lo < count:
+            mid = min(lo + width, count)
+            hi = min(lo + 2 * width, count)
+            a, b, k = lo, mid, lo
+            while a < mid and b < hi:
+                if _compare_names(ctx, src[b], src[a]) < 0:  # strictly less: ties keep the earlier header first
+                    dst[k] = src[b]
+                    b += 1
+                else:
+                    dst[k] = src[a]
+                    a += 1
+                k += 1
+            while a < mid:
+                dst[k] = src[a]
+                a += 1
+                k += 1
+            while b < hi:
+                dst[k] = src[b]
+                b += 1
+                k += 1
+            lo = hi
+        swap = src
+        src = dst
+        dst = swap
+        width *= 2
+    if src != order:
+        memcpy(order, src, count * sizeof(long long))
 
 
 @cython.final
@@ -630,11 +663,11 @@ cdef class _ColumnStore:
     @cython.wraparound(False)
     cdef long long _mark_repeats(self) except -1:
         """Clear ``keep`` on each header of the frame in progress whose name came earlier in it."""
-        global _sort_names, _sort_headers, _sort_first_start
         cdef HeaderEnds *headers = <HeaderEnds *>self.headers_.data
         cdef long long first = self.committed_headers, count = self.headers - first
         cdef long long start = self.names_committed, i, j, size, i0, j0, dropped = 0
         cdef long long *order
+        cdef SortContext ctx
         cdef long long starts[16]
         cdef unsigned long long prints[16]  # length and first and last byte: a cheap first comparison
         cdef const unsigned char *name
@@ -654,18 +687,18 @@ cdef class _ColumnStore:
                         break
             return dropped
         # sorted by (length, bytes, position): O(n log n) however the names collide
-        order = <long long *>PyMem_Malloc(count * sizeof(long long))
+        order = <long long *>PyMem_Malloc(2 * count * sizeof(long long))  # the order, and the sort's spare
         if order == NULL:
             raise MemoryError()
         try:
             for i in range(count):
                 order[i] = i
-            _sort_names = self.names.data
-            _sort_headers = headers + first
-            _sort_first_start = start
-            qsort(order, count, sizeof(long long), _by_name)
+            ctx.names = self.names.data
+            ctx.headers = headers + first
+            ctx.first_start = start
+            _sort_by_name(&ctx, order, order + count, count)
             for i in range(1, count):
-                if _compare_names(order[i - 1], order[i]) == 0:
+                if _compare_names(&ctx, order[i - 1], order[i]) == 0:
                     headers[first + order[i]].keep = 0
                     dropped += 1
         finally:
