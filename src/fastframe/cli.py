@@ -26,7 +26,7 @@ import platform
 import sys
 import tempfile
 from collections import Counter
-from typing import IO, Any, Callable, List, Optional, Sequence
+from typing import IO, Any, Callable, List, Optional, Sequence, Tuple
 
 import fastframe
 
@@ -102,6 +102,10 @@ def _build_parser() -> argparse.ArgumentParser:
     brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     brk.add_argument("--port", type=_count, default=61613, help="port to listen on (default 61613; 0: a free one)")
     brk.add_argument("--user", action="append", metavar="LOGIN:PASSCODE", help="accept only these logins (repeat)")
+    brk.add_argument(
+        "--heartbeat", type=_heartbeat_pair, default=(10_000, 10_000), metavar="SX,SY",
+        help="the heart-beat header of CONNECTED, in ms: can send every SX, wants one every SY (default 10000,10000)",
+    )  # fmt: skip
     # convert, sample-archive, index: the Spark layer's commands (PySpark is imported only when they run)
     from .spark.cli import add_commands
 
@@ -247,6 +251,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _heartbeat_pair(text: str) -> Tuple[int, int]:
+    try:
+        return spec.parse_heartbeat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -254,7 +265,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
     try:
-        asyncio.run(run_broker(args.host, args.port, users=users))
+        asyncio.run(run_broker(args.host, args.port, users=users, heartbeat=args.heartbeat))
     except KeyboardInterrupt:
         pass
     return 0

@@ -13,9 +13,11 @@ import asyncio
 import os
 import socket
 import subprocess
+import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Dict, FrozenSet, Optional, TypeVar
+from typing import Any, Awaitable, Dict, FrozenSet, Iterator, Optional, TypeVar
 
 import pytest
 
@@ -80,7 +82,22 @@ BROKERS = {
         # only before a letter that is no escape); 1.1 has no CR escape
         value_chars={"1.0": frozenset(":\\"), "1.1": NO_CR, "1.2": ALL},
     ),
+    # this project's own broker (fastframe broker, started by the fixture below): each version's own escapes
+    "fastframe": Broker(
+        name="fastframe",
+        port=61615,
+        common={"login": "guest", "passcode": "guest"},
+        nack_redelivers=True,
+        name_chars={"1.0": frozenset(), "1.1": NO_CR, "1.2": ALL},
+        value_chars={"1.0": frozenset(), "1.1": NO_CR, "1.2": ALL},
+    ),
 }
+#: brokers this suite starts itself (in a child process, for the session), rather than .ci/brokers
+STARTED_HERE = {
+    # heart-beats of 0.5 s as offered by the heart-beat test (RabbitMQ takes the client's; the default is 10 s)
+    "fastframe": [sys.executable, "-m", "fastframe", "broker", "--port", "61615", "--user", "guest:guest",
+                  "--heartbeat", "500,500"],
+}  # fmt: skip
 
 
 def stomp_answers(port: int, timeout: float = 5.0) -> bool:
@@ -117,10 +134,34 @@ def require_broker(broker: Broker) -> None:
         pytest.skip(reason)
 
 
+@pytest.fixture(scope="session")
+def own_broker() -> Iterator[None]:
+    """``fastframe broker`` on 127.0.0.1:61615 for the session, stopped at the end."""
+    process = subprocess.Popen(STARTED_HERE["fastframe"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not stomp_answers(BROKERS["fastframe"].port, timeout=2):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"fastframe broker did not start: {process.communicate(timeout=5)[1][-2000:]!r}")
+            time.sleep(0.2)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        if process.stderr is not None:
+            process.stderr.close()
+
+
 @pytest.fixture(params=sorted(BROKERS), scope="session")
 def broker(request: pytest.FixtureRequest) -> Broker:
-    """Each live broker in turn (``rabbitmq``, ``activemq``); skips or fails when it is not up."""
+    """Each live broker in turn (``activemq``, ``fastframe``, ``rabbitmq``); skips or fails when it is not up."""
     found = BROKERS[request.param]
+    if found.name in STARTED_HERE:
+        request.getfixturevalue("own_broker")
     require_broker(found)
     return found
 

@@ -1,7 +1,7 @@
-"""Fixtures of the live interop tests (helpers in ``_live``): ``broker`` over RabbitMQ and ActiveMQ, ``version``."""
+"""Fixtures of the live interop tests (helpers in ``_live``): ``broker`` over RabbitMQ, ActiveMQ and fastframe's own, ``version``."""
 
 from __future__ import annotations
 
-from ._live import broker, version
+from ._live import broker, own_broker, version
 
-__all__ = ["broker", "version"]
+__all__ = ["broker", "own_broker", "version"]
