@@ -7,7 +7,7 @@ EXTRAS ?= test,bench,spark
 
 .PHONY: demo test bench clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
-$(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.pyx
+$(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.pyx $(wildcard src/fastframe/*.pxi)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'

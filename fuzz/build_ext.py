@@ -5,7 +5,7 @@
 
 Prints the directory to put first on PYTHONPATH: build/<variant>/pkg, which holds a copy of
 src/fastframe with the special build of _codec_c. The editable install in .venv (which other
-people are testing against) is never touched. The .so is rebuilt only when the .pyx, the
+people are testing against) is never touched. The .so is rebuilt only when the .pyx (or a .pxi), the
 flags or the compiler change; the Python files are copied afresh on every call.
 """
 
@@ -69,7 +69,8 @@ def build(variant: str) -> Path:
     target = pkg / f"_codec_c{suffix}"
     pyx = SRC / "_codec_c.pyx"
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    key = hashlib.sha256(pyx.read_bytes() + repr((cc, version, cflags, DIRECTIVES, sys.version)).encode()).hexdigest()
+    sources = b"".join(path.read_bytes() for path in [pyx, *sorted(SRC.glob("*.pxi"))])  # the .pyx includes the .pxi
+    key = hashlib.sha256(sources + repr((cc, version, cflags, DIRECTIVES, sys.version)).encode()).hexdigest()
     stamp = out / "stamp"
 
     # a fresh copy of the Python files (the .so and generated C excluded), keeping a current build
@@ -84,7 +85,9 @@ def build(variant: str) -> Path:
 
     c_file = out / "_codec_c.c"
     shutil.copy(pyx, out / "_codec_c.pyx")
-    cythonize([str(out / "_codec_c.pyx")], compiler_directives=DIRECTIVES, force=True, quiet=True)
+    cythonize(
+        [str(out / "_codec_c.pyx")], compiler_directives=DIRECTIVES, force=True, quiet=True, include_path=[str(SRC)]
+    )
     paths = sysconfig.get_paths()
     command = [
         cc, "-shared", "-fPIC", *COMMON, *cflags,
