@@ -3,7 +3,7 @@
 Clear first, but not slow: every scan is a ``bytearray.find`` over the
 buffer, never a Python loop per byte. A complete, ordinary frame head is
 parsed in one go (``_head_fast``); anything unusual, and every head that
-arrives in pieces, goes through the line-by-line path (``_head_line``), which
+arrives in pieces, goes through the line-by-line path (``_head_lines``), which
 is the definition of what is an error and where. The compiled twin
 (``_codec_c.pyx``) implements exactly the same rules.
 """
