@@ -272,3 +272,19 @@ def test_encode_writes_every_content_length() -> None:
         assert C.encode("SEND", {}, body, content_length=True, eol="\r\n") == P.encode(
             "SEND", {}, body, content_length=True, eol="\r\n"
         )
+
+
+def test_headers_changed_while_normalized_are_read_safely() -> None:
+    # a str subclass's __str__ runs while headers are normalized: it may empty the caller's list
+    def outcome(module: ModuleType) -> object:
+        headers: List[Any] = []
+
+        class Shrinking(str):
+            def __str__(self) -> str:
+                headers.clear()
+                return "name"
+
+        headers.extend([(Shrinking("x"), "1")] + [("k%d" % i, "v") for i in range(40)])
+        return module.encode("SEND", headers, b"")
+
+    assert outcome(C) == outcome(P) == b"SEND\nname:1\n\n\0"

@@ -102,12 +102,12 @@ cdef class Encoder:
         cdef PyObject *value
         if type(headers) is dict:
             while PyDict_Next(headers, &pos, &key, &value):
-                if type(<object>key) is not str or type(<object>value) is not str:
-                    return 0
+                if i == n or type(<object>key) is not str or type(<object>value) is not str:
+                    return 0  # i == n: never, unless another thread grew the dict
                 fields[2 * i].text = key
                 fields[2 * i + 1].text = value
                 i += 1
-            return 1
+            return i == n
         for i in range(n):
             item = (<tuple>headers)[i] if type(headers) is tuple else (<list>headers)[i]
             if not _exact_pair(item):
@@ -155,8 +155,9 @@ cdef class Encoder:
                 raise MemoryError()
         try:
             if not self._gather(headers, fields, n):
-                headers = _normalized(headers)  # a pair of str subclasses, a list for a pair, or a TypeError
-                self._gather(headers, fields, n)
+                # a pair of str subclasses, a list for a pair, or a TypeError; again on the tuple, whose size
+                # may differ (a str subclass's __str__ may change the caller's list)
+                return self._encode(command, _normalized(headers), body)
             # pass 1: validate, and size every name and value once
             for i in range(n):
                 name = &fields[2 * i]

@@ -112,13 +112,13 @@ cdef tuple _normalized(object headers):
         out = PyTuple_New(len(<dict>headers))
         # no code of the caller's runs in this loop (exact str keys and values), so the dict cannot change
         while PyDict_Next(headers, &pos, &key, &value):
-            if type(<object>key) is not str or type(<object>value) is not str:
-                return normalize_headers(headers)
+            if i == len(out) or type(<object>key) is not str or type(<object>value) is not str:
+                return normalize_headers(headers)  # i == len(out): never, unless another thread grew the dict
             pair = (<object>key, <object>value)
             Py_INCREF(pair)
             PyTuple_SET_ITEM(out, i, pair)
             i += 1
-        return out
+        return out if i == len(out) else normalize_headers(headers)
     if type(headers) is tuple or type(headers) is list:
         for item in headers:
             if not _exact_pair(item):
