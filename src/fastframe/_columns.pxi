@@ -80,6 +80,8 @@ cdef int _compare_names(const SortContext *ctx, long long i, long long j) noexce
     cdef long long ni = ctx.headers[i].name_end - i0, nj = ctx.headers[j].name_end - j0
     if ni != nj:
         return -1 if ni < nj else 1
+    if ni == 0:
+        return 0  # two empty names; the names column may have no memory yet (memcmp of NULL is undefined)
     return memcmp(ctx.names + i0, ctx.names + j0, ni)
 
 
@@ -237,9 +239,10 @@ cdef class _ColumnStore:
                 prints[i] = <unsigned long long>size << 16 | (<unsigned long long>name[0] << 8 | name[size - 1] if size else 0)
             for j in range(1, count):
                 for i in range(j):
-                    if prints[i] == prints[j] and memcmp(
+                    # (prints[j] >> 16) is the length: two empty names are equal without a memcmp of NULL
+                    if prints[i] == prints[j] and (prints[j] >> 16 == 0 or memcmp(
                         self.names.data + starts[i], self.names.data + starts[j], prints[j] >> 16
-                    ) == 0:
+                    ) == 0):
                         headers[first + j].keep = 0
                         dropped += 1
                         break
