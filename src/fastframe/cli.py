@@ -26,11 +26,12 @@ import platform
 import sys
 import tempfile
 from collections import Counter
-from typing import IO, Any, Callable, List, Optional, Sequence, Tuple
+from typing import IO, Any, List, Optional, Sequence, Tuple
 
 import fastframe
 
 from . import sample, spec
+from ._cli_args import int_at_least
 
 __all__ = ["main"]
 
@@ -38,21 +39,6 @@ _READ_SIZE = 1 << 20  # without --chunk, files are fed in 1 MiB pieces
 _TEXT_PREVIEW = 60
 _BYTES_PREVIEW = 48
 _DEMO_CHUNK = 512
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse type: an int of at least ``minimum`` (shared with the Spark commands)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
-        return value
-
-    return parse
 
 
 _positive_int = int_at_least(1)

@@ -20,8 +20,8 @@ from fastframe.sample import generate_stream
 from fastframe.spark import _read, _write
 from fastframe.spark._arrow import arrow_schema, default_fields
 from fastframe.spark._fs import iter_files
-from fastframe.spark._index import INDEX_SUFFIX, choose_splits, scan_checkpoints, write_index
-from fastframe.spark._options import parse_size, read_options, write_options
+from fastframe.spark._index import choose_splits, scan_checkpoints, write_index
+from fastframe.spark._options import INDEX_SUFFIX, parse_size, read_options, write_options
 from fastframe.spark._read import MalformedStompError, plan, read_split
 from fastframe.spark._write import FrameFileWriter
 

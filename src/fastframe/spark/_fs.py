@@ -18,7 +18,7 @@ import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ._options import EXTENSIONS
+from ._options import EXTENSIONS, INDEX_SUFFIX
 
 GLOB_CHARS = "*?["
 
@@ -311,8 +311,6 @@ def iter_files(paths: Any, prefer: str, recursive: bool, glob_filter: Optional[s
     sidecars); ``glob_filter`` applies to file names; a path that matches
     nothing is an error.
     """
-    from ._index import INDEX_SUFFIX
-
     seen = set()
     for given in paths:
         fs, inner = resolve(given, prefer)

@@ -23,8 +23,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import fastframe
 
 from ._fs import open_stream, resolve
+from ._options import INDEX_SUFFIX
 
-INDEX_SUFFIX = ".ffidx"
 INDEX_FORMAT = "fastframe-index/1"
 Checkpoint = Tuple[int, int]  # (frame_index, offset)
 

@@ -25,6 +25,8 @@ FILESYSTEMS = ("auto", "pyarrow", "fsspec")
 EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 CODEC_SUFFIX = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 COMPRESSIONS = ("none", "gzip", "zstd", "bz2")
+#: The split index's sidecar file beside a capture (written by the writer and `fastframe index`, skipped by listings).
+INDEX_SUFFIX = ".ffidx"
 
 MiB = 1 << 20
 

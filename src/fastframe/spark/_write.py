@@ -19,8 +19,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 import fastframe
 
 from ._fs import basename, resolve
-from ._index import INDEX_SUFFIX, make_index
-from ._options import CODEC_SUFFIX, WriteOptions
+from ._index import make_index
+from ._options import CODEC_SUFFIX, INDEX_SUFFIX, WriteOptions
 
 STAGING = "_temporary"
 

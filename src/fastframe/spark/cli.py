@@ -25,7 +25,7 @@ import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
 
 import fastframe
-from fastframe.cli import int_at_least
+from fastframe._cli_args import int_at_least
 
 __all__ = ["add_commands", "main"]
 
