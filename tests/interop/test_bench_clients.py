@@ -7,9 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from bench import clients
 
 from ._live import BROKERS, REPO, require_broker
+
+if str(REPO) not in sys.path:  # bench/ is a package at the repository root, not an installed one
+    sys.path.insert(0, str(REPO))
+
+from bench import clients  # noqa: E402
 
 TOKEN = b"0badf00d:"
 
