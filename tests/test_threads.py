@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, List
 import pytest
 
 from conftest import compiled_twin
-from fastframe import DecodeError
+from fastframe import DecodeError, EncodeError
 from fastframe._errors import REENTRANT_CALL
 
 # The issue's reproducer, bounded: threads stop once enough calls were refused (or
@@ -29,7 +29,7 @@ from fastframe._errors import REENTRANT_CALL
 SHARED_DECODER = r"""
 import importlib, json, sys, threading, time
 module = importlib.import_module(sys.argv[1])
-from fastframe import DecodeError
+from fastframe import DecodeError, EncodeError
 from fastframe._errors import REENTRANT_CALL
 BUSY = {REENTRANT_CALL.format(type_name, method) for type_name in ("Decoder", "ColumnDecoder")
         for method in ("feed", "reset", "close", "take")}
@@ -253,3 +253,139 @@ def test_encoders_may_be_shared_by_threads(twin: str) -> None:
     finally:
         sys.setswitchinterval(switch)
     assert failures == []
+
+
+def _stomp_stream(count: int) -> bytes:
+    # headers that need escaping, bodies with NULs (content-length), heart-beats between frames
+    parts = []
+    for i in range(count):
+        body = bytes(range(i % 7)) * (i % 50)
+        parts.append(
+            f"MESSAGE\ndestination:/q/{i % 5}\nmessage-id:{i}\nx:a\\cb\\n{i}\ncontent-length:{len(body)}\n\n".encode()
+            + body
+            + b"\0\n"
+        )
+    return b"".join(parts)
+
+
+def test_separate_decoders_and_encoders_in_many_threads_match_one_thread(codec: ModuleType) -> None:
+    # one decoder and one encoder per thread (the documented rule): the same frames as one thread gets
+    data = _stomp_stream(300)
+    expected = codec.decode(data)
+    expected_bytes = [codec.Encoder("1.2").encode(frame) for frame in expected]
+    expected_columns = codec.ColumnDecoder()
+    expected_columns.feed(data)
+    expected_rows = expected_columns.take()
+    failures: List[str] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def work(seed: int) -> None:
+        decoder, columns, encoder = codec.Decoder(), codec.ColumnDecoder(), codec.Encoder("1.2")
+        for round_ in range(5):
+            step = 1 + (seed * 7 + round_ * 13) % 997  # each thread cuts the stream its own way
+            decoder.reset()
+            columns.reset()  # offsets count from the start of the stream again
+            frames = []
+            for start in range(0, len(data), step):
+                frames.extend(decoder.feed(data[start : start + step]))
+                columns.feed(data[start : start + step])
+            if frames != expected:
+                failures.append(f"thread {seed}: frames differ at step {step}")
+            if columns.take() != expected_rows:
+                failures.append(f"thread {seed}: columns differ at step {step}")
+            if [encoder.encode(frame) for frame in frames] != expected_bytes:
+                failures.append(f"thread {seed}: encoded bytes differ")
+
+    try:
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        sys.setswitchinterval(switch)
+    assert failures == []
+
+
+@pytest.mark.parametrize("container", ["dict", "list"])
+def test_headers_changed_by_another_thread_while_encoding_give_a_whole_frame(codec: ModuleType, container: str) -> None:
+    # A caller's race (one thread edits the headers another thread encodes): every result is a whole
+    # frame of one of the states the headers passed through, or a typed error; never a crash or torn bytes.
+    states = [{"destination": "/q/a", "x": "1"}, {"destination": "/q/a", "x": "2", "y": "a:b"}, {"destination": "/q/a"}]
+    allowed = {codec.encode("SEND", state, b"body") for state in states}
+    shared: Any = dict(states[0]) if container == "dict" else list(states[0].items())
+    stop = threading.Event()
+    bad: List[bytes] = []
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+
+    def edit() -> None:
+        i = 0
+        while not stop.is_set():
+            state = states[i % len(states)]
+            if container == "dict":
+                shared.clear()
+                shared.update(state)
+            else:
+                shared[:] = list(state.items())
+            i += 1
+
+    def encode() -> None:
+        for _ in range(3000):
+            try:
+                made = codec.encode("SEND", shared, b"body")
+            except (EncodeError, RuntimeError):  # RuntimeError: the dict changed size while iterated
+                continue
+            if made not in allowed and codec.decode(made)[0].command != "SEND":
+                bad.append(made)
+
+    try:
+        editor = threading.Thread(target=edit)
+        editor.start()
+        workers = [threading.Thread(target=encode) for _ in range(3)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(300)
+    finally:
+        stop.set()
+        editor.join(60)
+        sys.setswitchinterval(switch)
+    assert bad == []
+
+
+def test_reinitialising_an_encoder_mid_encode_writes_one_whole_frame(codec: ModuleType) -> None:
+    # A str subclass's __str__ (normalization runs it) re-initialises the encoder with another escape
+    # set or EOL: the frame is written with one set of options throughout, and sized for that set
+    # (a verdict cached under 1.2's escapes must not size a 1.1 frame).
+    encoder = codec.Encoder("1.2")
+    value = "a\rb"  # escaped on 1.2, not representable on 1.1
+    assert encoder.encode("SEND", [("x", value)], b"") == b"SEND\nx:a\\rb\n\n\0"
+
+    class Reinit(str):
+        options: dict = {}
+
+        def __str__(self) -> str:
+            encoder.__init__(**self.options)
+            return "y"
+
+    Reinit.options = {"version": "1.1"}
+    with pytest.raises(EncodeError, match="CR cannot be escaped in STOMP 1.1"):
+        encoder.encode("SEND", [("x", value), (Reinit("y"), "z")], b"")
+    encoder.__init__("1.2")
+    Reinit.options = {"version": "1.2", "eol": "\r\n"}
+    made = encoder.encode("SEND", [("x", value), (Reinit("y"), "z")], b"b")
+    assert made == b"SEND\r\nx:a\\rb\r\ny:z\r\ncontent-length:1\r\n\r\nb\0"
+
+
+def test_a_free_threaded_build_keeps_the_gil_off_after_import() -> None:
+    # The compiled twin declares itself free-threading compatible: importing it must not turn the GIL
+    # back on (CPython does, with a warning, for an extension that does not declare it).
+    import sysconfig
+
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        pytest.skip("not a free-threaded build of CPython (the wheels workflow runs this on 3.14t)")
+    compiled_twin()
+    assert not sys._is_gil_enabled()  # type: ignore[attr-defined]

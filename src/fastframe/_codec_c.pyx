@@ -1,3 +1,6 @@
+# cython: freethreading_compatible=True
+# (Py_mod_gil: free-threaded CPython keeps the GIL off. No module-level state changes after import;
+# per-object state is guarded by critical sections, which compile to nothing with the GIL.)
 """The compiled twin: the same codec as ``_codec_py``, parsing on raw byte pointers.
 
 Rules live once, in the shared modules: options (``_options``), limits and
@@ -18,7 +21,7 @@ Decoding steps have the Python twin's names (_head_lines, _read_body, ...).
 cimport cython
 from cpython.buffer cimport PyBUF_FULL_RO, PyBuffer_IsContiguous, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_Next
+from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.list cimport PyList_AsTuple

@@ -100,14 +100,18 @@ cdef class Decoder:
             Py_DECREF(<object>self.pairs[self.n_pairs])
 
     cdef int _enter(self, str method) except -1:
-        # The check and the set are adjacent, with no Python call between: with the GIL
-        # nothing runs in between. A plain flag is not atomic on a free-threaded build
-        # (a later issue declares free-threading; until then the interpreter keeps the GIL
-        # on for this module).
-        if self.busy:
-            raise RuntimeError(REENTRANT_CALL.format(type(self).__name__, method))
-        self.busy = True
+        # Check and set under the object's lock: on a free-threaded build two threads could
+        # otherwise both see the flag clear. With the GIL the critical section compiles to nothing.
+        with cython.critical_section(self):
+            if self.busy:
+                raise RuntimeError(REENTRANT_CALL.format(type(self).__name__, method))
+            self.busy = True
         return 0
+
+    cdef inline void _leave(self) noexcept:
+        # Cleared under the same lock, so the next caller sees every write this call made.
+        with cython.critical_section(self):
+            self.busy = False
 
     def __init__(self, version="1.2", **options):
         self._enter("__init__")
@@ -115,7 +119,7 @@ cdef class Decoder:
             self._configure(version, options)
             self._reset()
         finally:
-            self.busy = False
+            self._leave()
 
     cdef int _configure(self, version, dict options) except -1:
         opts = decoder_options(version, **options)
@@ -143,7 +147,7 @@ cdef class Decoder:
         try:
             self._reset()
         finally:
-            self.busy = False
+            self._leave()
 
     cdef int _reset(self) except -1:
         self.lent = -1
@@ -199,7 +203,7 @@ cdef class Decoder:
             self.lent = len(self.recv)
             return memoryview(self.recv)
         finally:
-            self.busy = False
+            self._leave()
 
     def buffer_updated(self, nbytes):
         """``nbytes`` bytes were written into the buffer from :meth:`get_buffer`: what ``feed()`` of them returns."""
@@ -216,7 +220,7 @@ cdef class Decoder:
             # parsed where the transport wrote it: only an incomplete frame's bytes are copied
             self._feed_buffer(memoryview(self.recv)[:size], out)
         finally:
-            self.busy = False
+            self._leave()
         return 0
 
     cdef int _feed(self, data, list out) except -1:
@@ -224,7 +228,7 @@ cdef class Decoder:
         try:
             self._feed_buffer(data, out)
         finally:
-            self.busy = False
+            self._leave()
         return 0
 
     cdef int _feed_buffer(self, data, list out) except -1:
@@ -392,7 +396,7 @@ cdef class Decoder:
         try:
             self._close()
         finally:
-            self.busy = False
+            self._leave()
 
     cdef int _close(self) except -1:
         if self.error is not None:
@@ -970,7 +974,7 @@ cdef class ColumnDecoder(Decoder):
         try:
             return self.store.take(rows, size)
         finally:
-            self.busy = False
+            self._leave()
 
 
 def decode(data, version="1.2", **options):

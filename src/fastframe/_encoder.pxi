@@ -14,6 +14,7 @@ cdef class Encoder:
     cdef str escapes  # the escape set's name, for encode_error
     # escaping verdicts of recently seen str objects (owned, so their addresses stay theirs)
     cdef PyObject *seen[ENCODER_SLOTS]
+    cdef const unsigned char *seen_letters[ENCODER_SLOTS]  # the escape table each verdict was made with
     cdef Py_ssize_t seen_extra[ENCODER_SLOTS]
 
     def __cinit__(self):
@@ -26,23 +27,35 @@ cdef class Encoder:
         for i in range(ENCODER_SLOTS):
             Py_XDECREF(self.seen[i])
 
-    cdef inline Py_ssize_t _extra(self, str text, const char *data, Py_ssize_t size, bint escape, bint is_name):
-        """_escape_extra, remembered per str object when escaping (names and values repeat)."""
+    cdef inline Py_ssize_t _extra(self, str text, const char *data, Py_ssize_t size,
+                                  const unsigned char *letters, bint is_name):
+        """_escape_extra, remembered per str object and escape table (names and values repeat).
+
+        Keyed by the table too: ``__init__`` may be called again (from another thread, or from a
+        str subclass's ``__str__`` mid-encode), and a verdict sized for one table must never size
+        a field written with another.
+        """
         cdef size_t slot
         cdef Py_ssize_t extra
         cdef PyObject *old
-        if not escape:
+        if letters == NULL:
             return _escape_extra(data, size, NULL, is_name)
         slot = ((<size_t><PyObject *>text) >> 4) * 0x9E3779B1u
         slot = (slot ^ (slot >> 16)) & (ENCODER_SLOTS - 1)
-        if self.seen[slot] == <PyObject *>text:
-            return self.seen_extra[slot]
-        extra = _escape_extra(data, size, _ESCAPE_LETTER[self.escape_set], is_name)
-        old = self.seen[slot]
+        # Under the encoder's lock: encode() shares one encoder between threads, and on a
+        # free-threaded build a slot could change between the compare and the read (no-op with the GIL).
+        with cython.critical_section(self):
+            if self.seen[slot] == <PyObject *>text and self.seen_letters[slot] == letters:
+                return self.seen_extra[slot]
+        extra = _escape_extra(data, size, letters, is_name)
         Py_INCREF(text)
-        self.seen[slot] = <PyObject *>text
-        self.seen_extra[slot] = extra
-        # last: a str subclass's finalizer may encode with this encoder, and finds the cache whole
+        with cython.critical_section(self):
+            old = self.seen[slot]
+            self.seen[slot] = <PyObject *>text
+            self.seen_letters[slot] = letters
+            self.seen_extra[slot] = extra
+        # outside the lock, and last: a str subclass's finalizer may encode with this encoder
+        # (and take the lock), and finds the cache whole
         Py_XDECREF(old)
         return extra
 
@@ -94,27 +107,44 @@ cdef class Encoder:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     cdef int _gather(self, object headers, Field *fields, Py_ssize_t n) except -1:
-        """Borrow each name and value into ``fields``; 0 when ``headers`` is not a dict, list or tuple of
-        exact-str pairs (the caller normalizes them first). Nothing of the caller's runs until they are
-        used, so borrowing is safe."""
+        """Take a reference to each name and value into ``fields`` (the caller releases all 2n); 0, holding
+        none, when ``headers`` is not a dict, list or tuple of exact-str pairs, or no longer has ``n`` of them
+        (the caller normalizes them first). References, and the container's lock while they are taken: on a
+        free-threaded build another thread may change the caller's dict or list during the call."""
         cdef Py_ssize_t pos = 0, i = 0
         cdef PyObject *key
         cdef PyObject *value
-        if type(headers) is dict:
-            while PyDict_Next(headers, &pos, &key, &value):
-                if i == n or type(<object>key) is not str or type(<object>value) is not str:
-                    return 0  # i == n: never, unless another thread grew the dict
-                fields[2 * i].text = key
-                fields[2 * i + 1].text = value
-                i += 1
-            return i == n
-        for i in range(n):
-            item = (<tuple>headers)[i] if type(headers) is tuple else (<list>headers)[i]
-            if not _exact_pair(item):
-                return 0
-            fields[2 * i].text = <PyObject *>(<tuple>item)[0]
-            fields[2 * i + 1].text = <PyObject *>(<tuple>item)[1]
-        return 1
+        cdef object item
+        cdef bint ok = True
+        with cython.critical_section(headers):
+            if type(headers) is dict:
+                if PyDict_Size(headers) != n:
+                    ok = False
+                while ok and PyDict_Next(headers, &pos, &key, &value):
+                    if type(<object>key) is not str or type(<object>value) is not str:
+                        ok = False
+                    else:
+                        fields[2 * i].text = key
+                        fields[2 * i + 1].text = value
+                        Py_INCREF(<object>key)
+                        Py_INCREF(<object>value)
+                        i += 1
+            else:
+                if len(headers) != n:
+                    ok = False
+                while ok and i < n:
+                    item = (<tuple>headers)[i] if type(headers) is tuple else (<list>headers)[i]
+                    if not _exact_pair(item):
+                        ok = False
+                    else:
+                        fields[2 * i].text = <PyObject *>(<tuple>item)[0]
+                        fields[2 * i + 1].text = <PyObject *>(<tuple>item)[1]
+                        Py_INCREF(<object>fields[2 * i].text)
+                        Py_INCREF(<object>fields[2 * i + 1].text)
+                        i += 1
+        if not ok:
+            _release_fields(fields, 2 * i)
+        return ok
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
@@ -124,11 +154,15 @@ cdef class Encoder:
         ``headers``: a dict, list or tuple, normalized here when not of exact-str pairs.
         """
         cdef Py_ssize_t command_size, body_size = len(body), total, i, n
-        cdef Py_ssize_t eol_size = len(self.eol), length_size = 0
+        # the options read once, into locals: __init__ may run again while this call runs
+        # (another thread, or a str subclass's __str__), and one frame is written with one set
+        cdef bytes eol = self.eol
+        cdef int escape_set = self.escape_set, content_length = self.content_length
+        cdef Py_ssize_t eol_size = len(eol), length_size = 0
         cdef const char *command_data
         cdef const char *body_data = PyBytes_AS_STRING(body)
-        cdef const char *eol_data = PyBytes_AS_STRING(self.eol)
-        cdef bint escape, has_length = False
+        cdef const char *eol_data = PyBytes_AS_STRING(eol)
+        cdef bint escape, has_length = False, gathered
         cdef char *w
         cdef char digits[24]
         cdef Field stack_fields[64]
@@ -146,15 +180,17 @@ cdef class Encoder:
             return None
         if command_size == 0 or _find_any(command_data, command_size, b"\n\r\0", 3):
             return None
-        escape = self.escape_set >= 0 and not _unescaped_command(command_data, command_size)
-        letters = _ESCAPE_LETTER[self.escape_set] if escape else NULL
+        escape = escape_set >= 0 and not _unescaped_command(command_data, command_size)
+        letters = _ESCAPE_LETTER[escape_set] if escape else NULL
         total = command_size + eol_size
         if 2 * n > 64:
             fields = <Field *>PyMem_Malloc(2 * n * sizeof(Field))
             if fields == NULL:
                 raise MemoryError()
+        gathered = False
         try:
-            if not self._gather(headers, fields, n):
+            gathered = self._gather(headers, fields, n)
+            if not gathered:
                 # a pair of str subclasses, a list for a pair, or a TypeError; again on the tuple, whose size
                 # may differ (a str subclass's __str__ may change the caller's list)
                 return self._encode(command, _normalized(headers), body)
@@ -169,8 +205,8 @@ cdef class Encoder:
                     return None
                 if name.size == 0:
                     return None
-                name.extra = self._extra(<str>name.text, name.data, name.size, escape, True)
-                value.extra = self._extra(<str>value.text, value.data, value.size, escape, False)
+                name.extra = self._extra(<str>name.text, name.data, name.size, letters, True)
+                value.extra = self._extra(<str>value.text, value.data, value.size, letters, False)
                 if name.extra < 0 or value.extra < 0:
                     return None
                 total += name.size + name.extra + 1 + value.size + value.extra + eol_size
@@ -179,7 +215,7 @@ cdef class Encoder:
                     if not _is_decimal(value.data, value.size, body_size):
                         return None
             if not has_length and (
-                (self.content_length == -1 and body_size) or self.content_length == 1
+                (content_length == -1 and body_size) or content_length == 1
                 or memchr(body_data, 0, body_size) != NULL
             ):
                 # the body size in decimal, written backwards into digits
@@ -220,6 +256,8 @@ cdef class Encoder:
             w[0] = 0
             return result
         finally:
+            if gathered:
+                _release_fields(fields, 2 * n)
             if fields != stack_fields:
                 PyMem_Free(fields)
 
@@ -242,10 +280,16 @@ cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars,
 
 
 cdef struct Field:
-    PyObject *text  # the name or value (borrowed)
+    PyObject *text  # the name or value (a reference _gather took)
     const char *data  # UTF-8, owned by the str
     Py_ssize_t size
     Py_ssize_t extra  # bytes escaping adds
+
+
+cdef inline void _release_fields(Field *fields, Py_ssize_t count) noexcept:
+    cdef Py_ssize_t i
+    for i in range(count):
+        Py_DECREF(<object>fields[i].text)
 
 
 cdef inline bint _plain_text(const char *data, Py_ssize_t size) noexcept:

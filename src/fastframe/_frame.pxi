@@ -109,22 +109,25 @@ cdef tuple _normalized(object headers):
     cdef PyObject *value
     cdef tuple out, pair
     if type(headers) is dict:
-        out = PyTuple_New(len(<dict>headers))
-        # no code of the caller's runs in this loop (exact str keys and values), so the dict cannot change
-        while PyDict_Next(headers, &pos, &key, &value):
-            if i == len(out) or type(<object>key) is not str or type(<object>value) is not str:
-                return normalize_headers(headers)  # i == len(out): never, unless another thread grew the dict
-            pair = (<object>key, <object>value)
-            Py_INCREF(pair)
-            PyTuple_SET_ITEM(out, i, pair)
-            i += 1
+        # Under the dict's lock: no code of the caller's runs in this loop (exact str keys and values),
+        # and on a free-threaded build no other thread changes the dict either (no-op with the GIL).
+        with cython.critical_section(headers):
+            out = PyTuple_New(len(<dict>headers))
+            while PyDict_Next(headers, &pos, &key, &value):
+                if type(<object>key) is not str or type(<object>value) is not str:
+                    break
+                pair = (<object>key, <object>value)
+                Py_INCREF(pair)
+                PyTuple_SET_ITEM(out, i, pair)
+                i += 1
         return out if i == len(out) else normalize_headers(headers)
     if type(headers) is tuple or type(headers) is list:
-        for item in headers:
+        # a list is copied first, then checked: another thread may change it in between, not after
+        out = <tuple>headers if type(headers) is tuple else PyList_AsTuple(headers)
+        for item in out:
             if not _exact_pair(item):
                 return normalize_headers(headers)
-        # the pairs are immutable: shared, not copied
-        return <tuple>headers if type(headers) is tuple else PyList_AsTuple(headers)
+        return out  # the pairs are immutable: shared, not copied
     return normalize_headers(headers)
 
 
