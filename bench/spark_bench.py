@@ -319,14 +319,19 @@ def main(argv: Any = None) -> int:
               "more per frame")  # fmt: skip
     print(f"in this process the task's own work per frame: decoding to columns {decode_us:.2f} us + reading "
           f"the file and wrapping Arrow batches {task_us - decode_us:.2f} us = {task_us:.2f} us")  # fmt: skip
+    return finish(results, args.json)
+
+
+def finish(results: Dict[str, Any], json_path: str) -> int:
+    """Print the load average (the machine is shared), record it, and write the numbers as JSON when asked."""
     load = os.getloadavg()
     results["load_average"] = [round(x, 2) for x in load]
     print(f"load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} CPUs")
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as out:
+    if json_path:
+        os.makedirs(os.path.dirname(json_path) or ".", exist_ok=True)
+        with open(json_path, "w") as out:
             json.dump(results, out, indent=1)
-        print(f"numbers written to {args.json}")
+        print(f"numbers written to {json_path}")
     return 0
 
 

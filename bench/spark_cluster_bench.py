@@ -34,7 +34,7 @@ from typing import Any, Dict, List
 
 import fastframe
 
-from .spark_bench import _tree_cpu, ceiling_source, make_archive, write_ipc
+from .spark_bench import _tree_cpu, ceiling_source, finish, make_archive, write_ipc
 
 
 def wait_for_executors(spark: Any, count: int, timeout: float = 180.0) -> None:
@@ -156,15 +156,7 @@ def main(argv: Any = None) -> int:
     for sink in [s for s in ("parquet", "noop") if s in one]:
         print(f"{sink}: two workers / one = {results[f'{sink}_two_over_one']:.2f}x for the stomp read "
               f"(target 1.7x), {results[f'{sink}_ceiling_two_over_one']:.2f}x for Spark's ceiling")  # fmt: skip
-    load = os.getloadavg()
-    results["load_average"] = [round(x, 2) for x in load]
-    print(f"load average at the end: {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} on {os.cpu_count()} CPUs")
-    if args.json:
-        os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
-        with open(args.json, "w") as out:
-            json.dump(results, out, indent=1)
-        print(f"numbers written to {args.json}")
-    return 0
+    return finish(results, args.json)
 
 
 if __name__ == "__main__":
