@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -37,7 +38,9 @@ def test_both_paths_deliver_every_byte_and_the_wire_hook_sees_them(run, monkeypa
     assert [f.body for f in frames if f.command == "MESSAGE"] == BODIES
 
 
-def test_the_benchmark_runs_both_paths():
+def test_the_benchmark_runs_both_paths(monkeypatch):
+    repo = Path(__file__).resolve().parents[2]  # bench/ is a package at the repository root, not an installed one
+    monkeypatch.syspath_prepend(str(repo))
     from bench import aio_read
 
     out = io.StringIO()

@@ -28,12 +28,31 @@ bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``.
 
 from __future__ import annotations
 
-from ._broker import Broker
+from typing import TYPE_CHECKING, Any
+
 from ._client import Client, Reconnect, connect
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
-from ._server import serve
 from ._subscription import Message, Subscription, Transaction
 from ._transport import Session
+
+if TYPE_CHECKING:
+    from ._broker import Broker
+    from ._server import serve
+
+
+def __getattr__(name: str) -> Any:
+    # the server side (and the broker under it) is imported when first used: a client program
+    # does not pay for it at start-up
+    if name == "Broker":
+        from ._broker import Broker
+
+        return Broker
+    if name == "serve":
+        from ._server import serve
+
+        return serve
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Broker",

@@ -140,16 +140,23 @@ class Subscription:
         self._end: Optional[BaseException] = None
         self._ended = False
         self._hard = False  # the queue reached twice its bound: even a receipt wait does not read on
+        self._paused_on: Optional[Session] = None  # the session this queue asked to pause reading
 
     def __len__(self) -> int:
         return len(self._queue)
 
     def _put(self, message: Message) -> None:
-        self._queue.append(message)
-        if len(self._queue) >= self.max_queue:
-            self._hard = len(self._queue) >= 2 * self.max_queue
-            message._session.pause_reading(self, hard=self._hard)
-        self._wake()
+        queue = self._queue
+        queue.append(message)
+        if len(queue) >= self.max_queue:
+            hard = len(queue) >= 2 * self.max_queue
+            session = message._session
+            if session is not self._paused_on or hard is not self._hard:  # asked once per change
+                self._hard, self._paused_on = hard, session
+                session.pause_reading(self, hard=hard)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _finish(self, error: Optional[BaseException]) -> None:
         """No more messages: iteration stops (``error`` None) or raises ``error`` once the queue is empty."""
@@ -161,6 +168,7 @@ class Subscription:
         if self.ack != "auto":
             self._queue = collections.deque(m for m in self._queue if m._session is session)
         if len(self._queue) >= self.max_queue:
+            self._hard, self._paused_on = False, session
             session.pause_reading(self)
 
     def _wake(self) -> None:
@@ -171,6 +179,8 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Message:
+        if self._queue:
+            return self._take()  # the usual case while messages stream in: no wait, no second coroutine
         try:
             return await self.get()
         except _Ended:
@@ -188,12 +198,17 @@ class Subscription:
                 await asyncio.wait_for(self._waiter, timeout)
             finally:
                 self._waiter = None
+        return self._take()
+
+    def _take(self) -> Message:
         message = self._queue.popleft()
-        if len(self._queue) <= self.max_queue // 2:
-            self._hard = False
-            self._client._resume(self)
-        elif self._hard and len(self._queue) < 2 * self.max_queue:
-            self._hard = False
+        left = len(self._queue)
+        if left <= self.max_queue // 2:
+            if self._paused_on is not None:
+                self._hard = False
+                self._client._resume(self)
+        elif self._hard and left < 2 * self.max_queue:
+            self._hard, self._paused_on = False, message._session
             message._session.pause_reading(self)  # below the hard bound: a receipt wait may read on
         return message
 

@@ -20,6 +20,7 @@ from ..protocol import (
     Event,
     FrameEvent,
     HeartbeatReceived,
+    Message,
     ProtocolError,
     Receipt,
 )
@@ -179,9 +180,11 @@ class Session:
         for event in events:
             if self._frame_hook is not None:
                 self._frame_hook("in", event.frame if isinstance(event, FrameEvent) else None)
-            if isinstance(event, HeartbeatReceived):
+            if type(event) is Message:  # the everyday event first
+                self._on_event(event)
+            elif isinstance(event, HeartbeatReceived):
                 continue
-            if isinstance(event, Connected):
+            elif isinstance(event, Connected):
                 if not self.connected.done():
                     self.connected.set_result(event)
             elif isinstance(event, Receipt):
@@ -229,7 +232,6 @@ class Session:
             self._uncork()
         elif len(self._corked) == 1:
             self._loop.call_soon(self._uncork)
-        self.conn.data_sent(self._loop.time())
 
     def _uncork(self) -> None:
         if not self._corked:
@@ -239,6 +241,7 @@ class Session:
         self._corked_size = 0
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
+            self.conn.data_sent(self._loop.time())  # once per write to the socket, not per frame
 
     @property
     def writable(self) -> bool:
