@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from fastframe.cli import main as cli_main
+from fastframe.cli._spark import _failure_reason, java_hint
 from fastframe.spark import _cluster
-from fastframe.spark.cli import _failure_reason, java_hint
-from fastframe.spark.cli import main as spark_main
 
 
 def test_the_driver_interpreter_unless_the_user_set_one() -> None:
@@ -103,5 +103,5 @@ def test_messages_without_java_and_with_an_empty_reason(monkeypatch: Any) -> Non
 
 def test_ship_env_is_refused_in_local_mode(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "a.stomp").write_bytes(b"SEND\n\n\x00")
-    code = spark_main(["convert", str(tmp_path), "--out", str(tmp_path / "o"), "--ship-env", "env.tar.gz"])
+    code = cli_main(["convert", str(tmp_path), "--out", str(tmp_path / "o"), "--ship-env", "env.tar.gz"])
     assert code == 2 and "--ship-env is for a cluster --master" in capsys.readouterr().err

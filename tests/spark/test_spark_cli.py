@@ -1,10 +1,11 @@
-"""The main job end to end: ``fastframe sample-archive`` then ``fastframe convert`` in a fresh process."""
+"""The main job end to end: ``fastframe sample-archive`` then ``fastframe convert`` in a fresh process.
+
+``sample-archive`` and ``index`` alone (no Spark): tests/test_cli_archive.py.
+"""
 
 from __future__ import annotations
 
 import gzip
-import hashlib
-import json
 import re
 import shutil
 import subprocess
@@ -16,8 +17,6 @@ from typing import Any, Dict, List
 import pyarrow.parquet as pq
 import pytest
 
-from fastframe.spark.cli import main as spark_main
-
 from .helpers import bare_decode
 
 # the installed command (beside this interpreter), never the source tree: the test proves what users run
@@ -26,35 +25,6 @@ FASTFRAME = shutil.which("fastframe", path=str(Path(sys.executable).parent)) or 
 
 def run_cli(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([FASTFRAME, *args], capture_output=True, text=True, timeout=timeout)
-
-
-def tree_digest(root: Path) -> Dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in root.rglob("*") if p.is_file()
-    }
-
-
-def test_sample_archives_are_seeded(tmp_path: Path) -> None:
-    assert spark_main(["sample-archive", str(tmp_path / "a"), "--connections", "3", "--frames", "50"]) == 0
-    assert spark_main(["sample-archive", str(tmp_path / "b"), "--connections", "3", "--frames", "50"]) == 0
-    assert (
-        spark_main(["sample-archive", str(tmp_path / "c"), "--connections", "3", "--frames", "50", "--seed", "1"]) == 0
-    )
-    a, b, c = (tree_digest(tmp_path / name) for name in "abc")
-    assert a == b and len(a) == 7  # 3 connections x 2 sides + _manifest.json
-    assert a != c and a.keys() == c.keys()
-    assert spark_main(["sample-archive", str(tmp_path / "a")]) == 1  # never writes into a non-empty folder
-
-
-def test_index_command_writes_sidecars(tmp_path: Path, capsys: Any) -> None:
-    from fastframe.sample import generate_stream
-
-    path = tmp_path / "s.stomp"
-    path.write_bytes(generate_stream(500, seed=2))
-    assert spark_main(["index", str(path), "--interval", "16k"]) == 0
-    index = json.loads((tmp_path / "s.stomp.ffidx").read_bytes())
-    assert index["frames"] == 500 and len(index["checkpoints"]) > 3
-    assert "500 frames" in capsys.readouterr().out
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,10 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 
 import fastframe
+from fastframe._split_index import write_index
 from fastframe.sample import generate_stream
+from fastframe.sample_archive import generate_archive
 from fastframe.spark import register
-from fastframe.spark._index import write_index
-from fastframe.spark.archive import generate_archive
 
 from .conftest import WORKER_MEMORY_MB
 from .helpers import bare_decode, split_rows

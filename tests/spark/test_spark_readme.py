@@ -6,8 +6,8 @@ import re
 from pathlib import Path
 from typing import Any, Dict, List, Set
 
+from fastframe.sample_archive import generate_archive
 from fastframe.spark import COLUMNS, option_names
-from fastframe.spark.archive import generate_archive
 
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
 SECTION = re.search(r"^## Spark\n(.*?)(?=^## )", README, re.M | re.S).group(1)  # type: ignore[union-attr]

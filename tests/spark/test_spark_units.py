@@ -16,12 +16,12 @@ import pyarrow as pa
 import pytest
 
 import fastframe
+from fastframe._files import INDEX_SUFFIX, iter_files, parse_size
+from fastframe._split_index import choose_splits, scan_checkpoints, write_index
 from fastframe.sample import generate_stream
 from fastframe.spark import _read, _write
 from fastframe.spark._arrow import arrow_schema, default_fields
-from fastframe.spark._fs import iter_files
-from fastframe.spark._index import choose_splits, scan_checkpoints, write_index
-from fastframe.spark._options import INDEX_SUFFIX, parse_size, read_options, write_options
+from fastframe.spark._options import read_options, write_options
 from fastframe.spark._read import MalformedStompError, plan, read_split
 from fastframe.spark._write import FrameFileWriter
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from fastframe.sample import generate_stream
-from fastframe.spark.archive import generate_archive
+from fastframe.sample_archive import generate_archive
 
 Frame = Tuple[str, Tuple[Tuple[str, str], ...], bytes]
 

@@ -39,12 +39,12 @@ _LAZY = {
     "SPARK_DDL": "._columns",
     "MalformedStompError": "._read",
     "StompDataSource": "._source",
-    "generate_archive": ".archive",
+    "generate_archive": "..sample_archive",  # needs no Spark: fastframe.sample_archive
     "get_session": ".session",
     "register": ".session",
     "option_names": "._options",
     "spark_schema": "._schema",
-    "write_index": "._index",
+    "write_index": ".._split_index",  # needs no Spark: fastframe._split_index
 }
 
 

@@ -13,20 +13,18 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import fastframe
 
+from .._files import parse_size
+
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SPLIT_MODES = ("auto", "scan", "none")
 FILESYSTEMS = ("auto", "pyarrow", "fsspec")
-#: Compression by file name ending (the reader's "auto"), and the writer's choices.
-EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
+#: The writer's compression choices (the reader's by file name ending: fastframe._files.EXTENSIONS).
 CODEC_SUFFIX = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 COMPRESSIONS = ("none", "gzip", "zstd", "bz2")
-#: The split index's sidecar file beside a capture (written by the writer and `fastframe index`, skipped by listings).
-INDEX_SUFFIX = ".ffidx"
 
 MiB = 1 << 20
 
@@ -78,22 +76,6 @@ _WRITE_OPTIONS: Dict[str, Tuple[str, Any]] = {
 
 def _key(name: str) -> str:
     return name.replace("_", "").replace("-", "").lower()
-
-
-_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", re.I)
-_SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(value: Any) -> int:
-    """Bytes from an int or a string such as ``"16m"``, ``"1g"``, ``"512KiB"`` (binary units, as Spark's)."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a size: {value!r}")
-    if isinstance(value, int):
-        return value
-    match = _SIZE.fullmatch(str(value))
-    if not match:
-        raise ValueError(f"not a size: {value!r} (use bytes, or a number with k, m, g or t)")
-    return int(match.group(1)) * _SIZE_FACTORS[match.group(2).lower()]
 
 
 def _parse_bool(value: Any) -> bool:

@@ -13,9 +13,9 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import fastframe
 
+from .._files import compression_for, iter_files, open_stream
+from .._split_index import choose_splits, load_checkpoints, scan_checkpoints
 from ._arrow import BatchBuilder, default_fields
-from ._fs import compression_for, iter_files, open_stream
-from ._index import choose_splits, load_checkpoints, scan_checkpoints
 from ._options import ReadOptions
 
 #: The codec module rows are decoded with: ``fastframe`` (whichever twin it

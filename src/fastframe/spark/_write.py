@@ -18,9 +18,9 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import fastframe
 
-from ._fs import basename, resolve
-from ._index import make_index
-from ._options import CODEC_SUFFIX, INDEX_SUFFIX, WriteOptions
+from .._files import INDEX_SUFFIX, basename, resolve
+from .._split_index import make_index
+from ._options import CODEC_SUFFIX, WriteOptions
 
 STAGING = "_temporary"
 

@@ -2,10 +2,15 @@
 through ``pyarrow.fs`` (s3, gs, hdfs, abfs, ...) or ``fsspec`` (anything else it
 knows: memory, http, az, ...), behind one small interface.
 
-A path without a scheme (or ``file:``) is local and needs nothing extra. Each
+A path without a scheme (or ``file:``) is local and needs nothing extra: local
+files are read with pyarrow when it is installed (native reads that release
+the GIL), else with :func:`open`, so ``fastframe index`` needs no extra. Each
 file system yields "display" paths: the string a user would pass back in
-(a plain path, or a URI with its scheme), which is what the ``path`` column
-holds and what travels to the executors.
+(a plain path, or a URI with its scheme), which is what the Spark reader's
+``path`` column holds and what travels to the executors.
+
+Used by the split index (:mod:`fastframe._split_index`) and the Spark layer
+(:mod:`fastframe.spark`); imports neither.
 """
 
 from __future__ import annotations
@@ -13,14 +18,32 @@ from __future__ import annotations
 import fnmatch
 import glob as _glob
 import os
+import re
 import shutil
 import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ._options import EXTENSIONS, INDEX_SUFFIX
-
 GLOB_CHARS = "*?["
+#: Compression by file name ending (the reader's "auto").
+EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
+#: The split index's sidecar file beside a capture (written by the writer and `fastframe index`, skipped by listings).
+INDEX_SUFFIX = ".ffidx"
+
+_SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", re.I)
+_SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes from an int or a string such as ``"16m"``, ``"1g"``, ``"512KiB"`` (binary units, as Spark's)."""
+    if isinstance(value, bool):
+        raise ValueError(f"not a size: {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.fullmatch(str(value))
+    if not match:
+        raise ValueError(f"not a size: {value!r} (use bytes, or a number with k, m, g or t)")
+    return int(match.group(1)) * _SIZE_FACTORS[match.group(2).lower()]
 
 
 class FileInfo:
@@ -64,8 +87,10 @@ class LocalFS:
         return _glob.glob(pattern)
 
     def open_read(self, path: str) -> Any:
-        import pyarrow as pa  # type: ignore[import-untyped]
-
+        try:
+            import pyarrow as pa  # type: ignore[import-untyped]
+        except ImportError:  # the base install (fastframe index): the standard library's reads
+            return open(path, "rb")
         return pa.OSFile(path, "rb")  # native reads that release the GIL
 
     def open_write(self, path: str) -> BinaryIO:
@@ -289,12 +314,12 @@ def compression_for(path: str, setting: str = "auto") -> Optional[str]:
 
 
 def open_stream(path: str, prefer: str, compression: Optional[str], start: int = 0) -> Any:
-    """A readable binary stream over a file's bytes, decompressed when ``compression`` is set."""
-    import pyarrow as pa
-
+    """A readable binary stream over a file's bytes, decompressed (with pyarrow) when ``compression`` is set."""
     fs, inner = resolve(path, prefer)
     raw = fs.open_read(inner)
     if compression is not None:
+        import pyarrow as pa
+
         if start:
             raise ValueError("a compressed file cannot be read from an offset")
         return pa.CompressedInputStream(raw, compression)

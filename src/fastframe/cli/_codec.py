@@ -1,21 +1,7 @@
-"""The ``fastframe`` command line: decode, generate and inspect STOMP streams.
+"""The codec's commands: ``decode``, ``sample``, ``demo``, ``info``, and ``broker`` (the in-memory broker).
 
-Subcommands::
-
-    fastframe decode FILE|-   list the frames of a stream (offset, command,
-                              headers, body preview), then a summary line
-    fastframe sample OUT      write a generated sample stream (OUT may be -)
-    fastframe demo            generate a sample stream in a temporary
-                              directory and decode it
-    fastframe info            version and active implementation
-    fastframe convert ARCHIVE... --out DIR [--master URL]
-                              STOMP archives to Parquet with Spark
-    fastframe sample-archive DIR / fastframe index FILE...
-                              (see fastframe.spark.cli)
-
-Decode errors print ``FILE:OFFSET: message`` on stderr and exit with status 1.
-Only the public API is used, so the active twin (``fastframe.IMPLEMENTATION``)
-does the work.
+Only the public API is used, so the active twin (``fastframe.IMPLEMENTATION``) does the work; asyncio and
+the broker load only when ``broker`` runs.
 """
 
 from __future__ import annotations
@@ -26,14 +12,12 @@ import platform
 import sys
 import tempfile
 from collections import Counter
-from typing import IO, Any, List, Optional, Sequence, Tuple
+from typing import IO, Any, Callable, Dict, List, Tuple
 
 import fastframe
 
-from . import sample, spec
-from ._cli_args import int_at_least
-
-__all__ = ["main"]
+from .. import sample, spec
+from ._args import int_at_least
 
 _READ_SIZE = 1 << 20  # without --chunk, files are fed in 1 MiB pieces
 _TEXT_PREVIEW = 60
@@ -45,12 +29,8 @@ _positive_int = int_at_least(1)
 _count = int_at_least(0)
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fastframe", description="Decode, generate and inspect STOMP 1.0/1.1/1.2 frame streams."
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
+def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
+    """Add the codec's commands to an argparse subparsers object; return their handlers by name."""
     dec = commands.add_parser("decode", help="decode a frame stream and list its frames")
     dec.add_argument("file", metavar="FILE", help="the stream to decode, or - for standard input")
     dec.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
@@ -92,11 +72,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--heartbeat", type=_heartbeat_pair, default=(10_000, 10_000), metavar="SX,SY",
         help="the heart-beat header of CONNECTED, in ms: can send every SX, wants one every SY (default 10000,10000)",
     )  # fmt: skip
-    # convert, sample-archive, index: the Spark layer's commands (PySpark is imported only when they run)
-    from .spark.cli import add_commands
-
-    _COMMANDS.update(add_commands(commands))
-    return parser
+    return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
 
 # --------------------------------------------------------------------------- listing
@@ -247,7 +223,7 @@ def _heartbeat_pair(text: str) -> Tuple[int, int]:
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .aio._broker import run_broker  # asyncio and the broker load only for this command
+    from ..aio._broker import run_broker  # asyncio and the broker load only for this command
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
     try:
@@ -255,24 +231,3 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         pass
     return 0
-
-
-_COMMANDS = {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    args = _build_parser().parse_args(argv)
-    for stream in (sys.stdout, sys.stderr):
-        # header values are any Unicode: never die on a console that cannot show them
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(errors="backslashreplace")
-    try:
-        return _COMMANDS[args.command](args)
-    except BrokenPipeError:
-        # the reader went away (| head): stop quietly, and keep Python from
-        # complaining again when it flushes stdout at exit
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1

@@ -9,10 +9,15 @@ that looks exactly like a frame.
 Boundaries come from a scan (:func:`scan_checkpoints`, a streaming decode
 that keeps one ``(frame_index, offset)`` checkpoint every ``interval`` bytes)
 and are kept in an index sidecar ``<file>.ffidx`` (JSON), written by
-:func:`write_index`, by the ``fastframe index`` command or by the writer
-(option ``writeIndex``). A sidecar is used only if the file still has the
-size it was indexed at and the read uses the same decoder options (they
-decide where a malformed file stops, hence which boundaries exist).
+:func:`write_index` (public as ``fastframe.spark.write_index``), by the
+``fastframe index`` command or by the Spark writer (option ``writeIndex``). A
+sidecar is used only if the file still has the size it was indexed at and the
+read uses the same decoder options (they decide where a malformed file stops,
+hence which boundaries exist). The Spark reader cuts its splits here
+(:func:`load_checkpoints`, :func:`choose_splits`).
+
+No Spark here: indexing a local file needs the codec and the standard library
+only (remote files, as everywhere, pyarrow or fsspec).
 """
 
 from __future__ import annotations
@@ -22,8 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import fastframe
 
-from ._fs import open_stream, resolve
-from ._options import INDEX_SUFFIX
+from ._files import INDEX_SUFFIX, open_stream, resolve
 
 INDEX_FORMAT = "fastframe-index/1"
 Checkpoint = Tuple[int, int]  # (frame_index, offset)

@@ -1,17 +1,11 @@
-"""The Spark subcommands of the ``fastframe`` command line.
+"""``convert``: STOMP archives to Parquet with Spark, with a progress display and a summary at the end.
 
     fastframe convert ARCHIVE... --out DIR [--master URL]
         read STOMP archives (folders, globs, files; local or remote URIs)
-        with Spark and write them as Parquet, with a progress display and
-        a summary at the end
-    fastframe sample-archive DIR
-        write a seeded sample archive (see fastframe.spark.archive)
-    fastframe index FILE...
-        write index sidecars (proven frame boundaries) so big files split
+        with Spark and write them as Parquet
 
-``fastframe.cli`` registers them through :func:`add_commands`; they also run
-on their own with ``python -m fastframe.spark.cli``. PySpark is imported only
-when ``convert`` runs.
+PySpark, pyarrow and the Spark layer (``fastframe.spark``) are imported only when ``convert`` runs, so the
+other commands work without the ``spark`` extra.
 """
 
 from __future__ import annotations
@@ -24,23 +18,10 @@ import threading
 import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
 
-import fastframe
-from fastframe._cli_args import int_at_least
-
-__all__ = ["add_commands", "main"]
+from ._args import add_decoder_arguments, int_at_least
 
 # the convert job's Spark job group: the summary counts its tasks per executor
 CONVERT_JOB_GROUP = "fastframe-convert"
-
-
-def _size(text: str) -> int:
-    from ._options import parse_size
-
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
 
 _positive = int_at_least(1)
 
@@ -52,14 +33,8 @@ def _option(text: str) -> Any:
     return name, value
 
 
-def _add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
-    parser.add_argument("--escapes", choices=fastframe.VERSIONS, help="escape set (default: the version's)")
-    parser.add_argument("--strict", action="store_true", help="refuse unknown commands and misplaced bodies")
-
-
 def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
-    """Add ``convert``, ``sample-archive`` and ``index`` to an argparse subparsers object; return their handlers."""
+    """Add ``convert`` to an argparse subparsers object; return its handler by name."""
     conv = commands.add_parser(
         "convert",
         help="convert STOMP archives to Parquet with Spark (local mode by default)",
@@ -72,7 +47,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
         "--mode", default="PERMISSIVE", type=str.upper, choices=("PERMISSIVE", "DROPMALFORMED", "FAILFAST"),
         help="malformed input: error rows (PERMISSIVE, default), drop them, or fail the job",
     )  # fmt: skip
-    _add_decoder_arguments(conv)
+    add_decoder_arguments(conv)
     conv.add_argument("--glob", metavar="PATTERN", help="only files whose name matches (pathGlobFilter)")
     conv.add_argument("--no-recursive", action="store_true", help="do not descend into subfolders")
     conv.add_argument("--partitions", type=_positive, metavar="N", help="at least N read partitions")
@@ -89,59 +64,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
         help="send a Python environment to the executors (a cluster whose nodes lack fastframe): a packed archive "
         "(venv-pack, conda-pack: .tar.gz, .tar, .zip), a venv folder to pack, or, without ENV, this interpreter's venv",
     )  # fmt: skip
-
-    smp = commands.add_parser("sample-archive", help="write a seeded sample archive of STOMP captures")
-    smp.add_argument("out", metavar="DIR", help="folder to create (must be empty or absent)")
-    smp.add_argument("--connections", type=_positive, default=12, metavar="N", help="connections (default 12)")
-    smp.add_argument("--frames", type=_positive, default=2000, metavar="N", help="broker frames each (default 2000)")
-    smp.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
-    smp.add_argument("--no-malformed", action="store_true", help="leave out the two damaged files")
-
-    idx = commands.add_parser("index", help="write .ffidx sidecars so Spark can split big files at proven frames")
-    idx.add_argument("files", nargs="+", metavar="FILE")
-    idx.add_argument("--interval", type=_size, default=4 << 20, metavar="SIZE", help="checkpoint spacing (4m)")
-    _add_decoder_arguments(idx)
-    return {"convert": cmd_convert, "sample-archive": cmd_sample_archive, "index": cmd_index}
-
-
-# --------------------------------------------------------------------------- sample-archive, index
-
-
-def cmd_sample_archive(args: argparse.Namespace) -> int:
-    from .archive import generate_archive
-
-    if os.path.isdir(args.out) and os.listdir(args.out):
-        print(f"{args.out}: not empty; choose a new folder", file=sys.stderr)
-        return 1
-    manifest = generate_archive(
-        args.out, connections=args.connections, frames=args.frames, seed=args.seed, malformed=not args.no_malformed
-    )
-    damaged = sum(1 for f in manifest["files"] if f["error"])
-    print(
-        f"wrote {len(manifest['files'])} files ({manifest['bytes']:,} bytes, {manifest['frames']:,} frames, "
-        f"{damaged} damaged, seed {args.seed}) to {args.out}"
-    )
-    return 0
-
-
-def cmd_index(args: argparse.Namespace) -> int:
-    from ._index import write_index
-
-    status = 0
-    for path in args.files:
-        try:
-            index = write_index(path, interval=args.interval, version=args.version, escapes=args.escapes,
-                                strict=args.strict)  # fmt: skip
-        except (OSError, ValueError) as exc:
-            print(f"{path}: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        note = "" if index["error_offset"] is None else f", malformed at offset {index['error_offset']}"
-        print(f"{path}: {index['frames']:,} frames, {len(index['checkpoints'])} checkpoints{note}")
-    return status
-
-
-# --------------------------------------------------------------------------- convert
+    return {"convert": cmd_convert}
 
 
 class Progress:
@@ -316,9 +239,9 @@ def _failure_reason(exc: BaseException) -> str:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from ._options import read_options
-    from ._read import list_files
-    from .session import is_local_master
+    from ..spark._options import read_options
+    from ..spark._read import list_files
+    from ..spark.session import is_local_master
 
     cluster = not is_local_master(args.master)
     archives = list(args.archives)
@@ -358,7 +281,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(f"fastframe convert: {hint}", file=sys.stderr)
         return 1
 
-    from .session import get_session
+    from ..spark.session import get_session
 
     size = sum(s for _, s in files)
     print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
@@ -385,7 +308,7 @@ def _convert(
     spark: Any, args: argparse.Namespace, archives: Sequence[str], out_dir: str, options: Dict[str, Any],
     files: int, size: int, start: float, cluster: bool,
 ) -> int:  # fmt: skip
-    from ._cluster import ExecutorProblem, check_executors, tasks_per_executor
+    from ..spark._cluster import ExecutorProblem, check_executors, tasks_per_executor
 
     sc = spark.sparkContext
     try:
@@ -423,16 +346,3 @@ def _convert(
                 print(f"  {line.strip()}", file=sys.stderr)
         return 1
     return 0
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the Spark subcommands alone: ``python -m fastframe.spark.cli convert ...``."""
-    parser = argparse.ArgumentParser(prog="fastframe", description="STOMP archives with Spark.")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    handlers = add_commands(commands)
-    args = parser.parse_args(argv)
-    return handlers[args.command](args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Argument types and options shared by the command groups of ``fastframe.cli``.
+
+A leaf module: every command group imports it; it imports none of them, only argparse and the codec's
+version list (and the size parser of ``fastframe._files`` when a size is parsed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Callable
+
+import fastframe
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: an int of at least ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return parse
+
+
+def size(text: str) -> int:
+    """An argparse type: bytes, written as ``4194304``, ``4m``, ``512KiB`` (binary units)."""
+    from .._files import parse_size  # on use: listing files is not every command's business
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--version``, ``--escapes``, ``--strict``: the decoder options of ``convert`` and ``index``."""
+    parser.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
+    parser.add_argument("--escapes", choices=fastframe.VERSIONS, help="escape set (default: the version's)")
+    parser.add_argument("--strict", action="store_true", help="refuse unknown commands and misplaced bodies")
