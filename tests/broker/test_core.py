@@ -295,3 +295,89 @@ def test_message_bytes_equal_the_encoders(version: str, body: bytes, headers: Li
         assert data == frame.encode(version)
     except fastframe.EncodeError:  # 1.0/1.1 cannot carry these values: the 1.2 escapes, as RabbitMQ
         assert data == fastframe.encode(frame, version=version, escapes="1.2")
+
+
+class Recorder(Client):
+    """A client that keeps the bytes written to it as they came (consecutive writes joined)."""
+
+    def __init__(self, core: BrokerCore, version: str = "1.2") -> None:
+        self.out: List[Any] = []
+        self.writes = 0
+        super().__init__(core, ack_connect=False)
+        self.do("CONNECT", {"accept-version": version, "host": "/"})
+        assert self.out.pop()[0] == "CONNECTED"
+
+    def send(self, frame: Any) -> None:
+        self.out.append((frame.command, frame.headers, frame.body))
+
+    def write(self, data: bytes) -> None:
+        self.writes += 1
+        if self.out and isinstance(self.out[-1], bytes):
+            self.out[-1] += data
+        else:
+            self.out.append(data)
+
+
+def _batch(dest: str, *extra: Any, body: bytes = b"b") -> Any:
+    headers = [("destination", dest), *extra]
+    if body:
+        headers.append(("content-length", str(len(body))))
+    return fastframe.Frame("SEND", headers, body)
+
+
+BATCH = [
+    _batch("/queue/q"),
+    _batch("/queue/q", body=b""),
+    _batch("/queue/q", *SPECIAL),
+    _batch("/queue/q", ("x", "1"), ("x", "2"), body=b"a\0b"),
+    fastframe.Frame("SEND", [("content-length", "1"), ("destination", "/queue/q")], b"c"),
+    _batch("/topic/t"),
+    _batch("/topic/t", ("receipt", "r1")),
+    _batch("/topic/t", *PLAIN),
+    _batch("/queue/new"),
+    _batch("/queue/new", ("x-stored", "1")),
+    fastframe.Frame("BEGIN", {"transaction": "tx"}),
+    _batch("/queue/q", ("transaction", "tx")),
+    _batch("/topic/none"),
+    fastframe.Frame("SUBSCRIBE", {"id": "late", "destination": "/queue/new"}),
+    _batch("/queue/new"),
+    fastframe.Frame("COMMIT", {"transaction": "tx", "receipt": "r2"}),
+    _batch("/queue/q"),
+    _batch("/queue/"),  # no such destination: ERROR, and the frames after it are not acted on
+    _batch("/queue/q"),
+]
+
+
+@pytest.mark.parametrize("cut", [len(BATCH), 9, 1])
+def test_receive_many_answers_as_receive_does(cut: int) -> None:
+    """The frames of one read through receive_many(): the same bytes and frames, in the same order,
+    as receive() frame by frame; MESSAGE bytes of a run of plain SENDs in one write per connection."""
+    outputs = []
+    for many in (False, True):
+        core = BrokerCore()
+        clients = [Recorder(core, version) for version in ("1.0", "1.2", "1.1", "1.2")]
+        c10, c12, c11, producer = clients
+        c10.do("SUBSCRIBE", {"destination": "/queue/q"})
+        c12.do("SUBSCRIBE", {"id": "s:2", "destination": "/queue/q", "ack": "client"})
+        c10.do("SUBSCRIBE", {"id": "t", "destination": "/topic/t"})
+        c11.do("SUBSCRIBE", {"id": "t", "destination": "/topic/t", "ack": "client-individual"})
+        producer.do("SUBSCRIBE", {"id": "mine", "destination": "/topic/t"})
+        for client in clients:
+            client.out.clear()
+            client.writes = 0
+        for start in range(0, len(BATCH), cut):
+            frames = BATCH[start : start + cut]
+            if many:
+                core.receive_many(producer.session, frames)
+            else:
+                for frame in frames:
+                    core.receive(producer.session, frame)
+        outputs.append(([client.out for client in clients], [client.writes for client in clients]))
+        assert producer.closed and producer.out[-1][0] == "ERROR"
+        assert core.stats()["sessions"] == 3 and core.stats()["unacked"] == len(c12.session.pending) + len(
+            c11.session.pending
+        )
+    (one_by_one, writes), (together, batched) = outputs
+    assert together == one_by_one
+    if cut == len(BATCH):
+        assert batched[0] < writes[0] and batched[0] <= 6

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as _ssl
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional
 
 from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
 from ._server import Server, ServerConnection, serve
@@ -29,6 +29,9 @@ class _Handler:
 
     def frame_received(self, conn: ServerConnection, frame: Any) -> None:
         self.core.receive(conn.context, frame)
+
+    def frames_received(self, conn: ServerConnection, frames: List[Any]) -> None:
+        self.core.receive_many(conn.context, frames)
 
     def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
         self.core.close(conn.context)

@@ -5,7 +5,8 @@ connection, a :class:`fastframe.protocol.ServerConnection` with ``bookkeeping=Fa
 handshake, the negotiated version, heart-beats and escaping, and the shape of CONNECTED, RECEIPT
 and ERROR (the handler keeps subscriptions, acks and transactions). For every connection the
 handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame)`` for each frame
-the client sends (CONNECT first), then ``connection_lost(conn, cause)`` once. The handler answers
+the client sends (CONNECT first; a handler with ``frames_received(conn, frames)`` gets the frames of
+each read in one call instead), then ``connection_lost(conn, cause)`` once. The handler answers
 with ``conn.send(frame)`` and ``conn.close()``; the first CONNECTED it sends fixes the version the
 connection speaks from then on (decoding and escaping) and the heart-beats.
 
@@ -63,6 +64,9 @@ class FrameHandler(Protocol):
 
     def frame_received(self, conn: ServerConnection, frame: Any) -> None:
         """The client sent ``frame`` (CONNECT or STOMP first)."""
+
+    # optional: ``frames_received(conn, frames)``, the frames of one read in one call (in order; the
+    # handler stops at the first after which the connection is closing)
 
     def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
         """The connection ended; ``cause`` is why (``None`` for an orderly close)."""
@@ -264,6 +268,12 @@ class ServerConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ internals
 
     def _deliver(self, frames: List[Any]) -> None:
+        if not frames or self.closing:
+            return
+        many = self._server._frames_received
+        if many is not None:
+            many(self, frames)
+            return
         receive = self._server._handler.frame_received
         for frame in frames:
             if self.closing:
@@ -356,6 +366,7 @@ class Server:
 
     def __init__(self, handler: FrameHandler, options: Dict[str, Any], decoder_options: Mapping[str, Any]) -> None:
         self._handler = handler
+        self._frames_received = getattr(handler, "frames_received", None)
         self._options = options
         self._decoder_options = dict(decoder_options)
         self._loop = asyncio.get_running_loop()
