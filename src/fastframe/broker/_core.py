@@ -273,7 +273,20 @@ class BrokerCore:
                     continue
                 index = queue.next if queue.next < len(consumers) else 0
                 queue.next = index + 1
-                targets: Any = (consumers[index],)
+                sub = consumers[index]
+                if sub.ack == "auto" and not headers:  # the commonest delivery, written out flat
+                    body = frame.body
+                    number = self._message_ids = self._message_ids + 1
+                    target = sub.session
+                    box = target.outbox
+                    if not box:
+                        dirty.append(target)
+                    if body:
+                        box.append(_PLAIN % (sub.prefix, number, len(body), body))
+                    else:
+                        box.append(_PLAIN_EMPTY % (sub.prefix, number))
+                    continue
+                targets: Any = (sub,)
             else:
                 targets = topics.get(destination)
                 if targets is None:  # a new queue, a topic nobody listens to, or a mistake
@@ -283,11 +296,11 @@ class BrokerCore:
             message = None
             for sub in targets:
                 if sub.ack == "auto" and not headers:
-                    self._message_ids += 1
+                    number = self._message_ids = self._message_ids + 1
                     if body:
-                        data = _PLAIN % (sub.prefix, self._message_ids, len(body), body)
+                        data = _PLAIN % (sub.prefix, number, len(body), body)
                     else:
-                        data = _PLAIN_EMPTY % (sub.prefix, self._message_ids)
+                        data = _PLAIN_EMPTY % (sub.prefix, number)
                 else:
                     if message is None:
                         message = _Message(destination, headers, body)

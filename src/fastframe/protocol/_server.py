@@ -88,14 +88,13 @@ class ServerConnection(ConnectionCore):
             events: List[Event] = []
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
-        frames: List[Any] = []
-        for item in items:
-            if type(item) is Heartbeat:
-                continue
-            if item.command == "DISCONNECT" or self.state is not State.CONNECTED:
+        frames: List[Any] = [item for item in items if type(item) is not Heartbeat]
+        if "DISCONNECT" not in [frame.command for frame in frames]:
+            return frames  # nothing here changes the state
+        for index, frame in enumerate(frames):
+            if frame.command == "DISCONNECT" or self.state is not State.CONNECTED:
                 # the state changes (or, after DISCONNECT, the frame is refused: with the events before)
-                self._on_frame(item, [self._unchecked(frame) for frame in frames])
-            frames.append(item)
+                self._on_frame(frame, [self._unchecked(before) for before in frames[:index]])
         return frames
 
     # ------------------------------------------------------------------ handshake
