@@ -13,9 +13,32 @@ cannot do gets its error from ``_frames.encode_error``, as the Python twin's
 encoder does. It imports no other twin. A ColumnDecoder is the same decoder writing
 its rows into a _ColumnStore (Arrow-layout buffers) instead of Frame objects.
 
-The module is assembled from files included by concern: _scan.pxi (scanning
-helpers, escape tables), _frame.pxi, _columns.pxi, _decoder.pxi, _encoder.pxi.
-Decoding steps have the Python twin's names (_head_lines, _read_body, ...).
+The module is assembled from files included by concern, each readable in one
+sitting (500 lines or fewer), in this order:
+
+- _scan.pxi: scanning helpers (memchr-style word tests, byte flags), the
+  interned commands and header names, the escape tables;
+- _frame.pxi: Frame and Heartbeat;
+- _columns.pxi: the column store a ColumnDecoder fills (Arrow layout);
+- _decoder.pxi: the Decoder (state, public methods, the decoding steps) and
+  decode(); the steps have the Python twin's names (_run, _head_lines,
+  _parse_command, _parse_header, _begin_body, _read_body);
+- _fields.pxi: the decoder's field caches (names and values by their wire
+  bytes, (name, value) tuples), unescaping, the headers of the frame in progress;
+- _feeding.pxi: the decoder's buffer (bytes parsed in place, the unconsumed
+  tail kept) and the one-copy sink of a large body arriving in pieces;
+- _faults.pxi: the decoder's errors: excerpts, diagnosis, the head's limits;
+- _column_decoder.pxi: ColumnDecoder;
+- _encoder.pxi: the Encoder and encode().
+
+One extension module, not several with .pxd files: the parts share C types
+and inline helpers freely, nothing is exported at the C level, and the build
+stays one cythonize call (msgpack assembles _cmsgpack.pyx the same way).
+Cython allows no include inside a cdef class body, so the decoder's helpers
+are module-level cdef functions taking the decoder (``_field(self, ...)``)
+rather than methods: a direct C call (no vtable), which the C compiler may
+inline; the Decoder class keeps its state, its public methods and the steps
+named as in the Python twin.
 """
 
 cimport cython
@@ -122,4 +145,8 @@ include "_scan.pxi"
 include "_frame.pxi"
 include "_columns.pxi"
 include "_decoder.pxi"
+include "_fields.pxi"
+include "_feeding.pxi"
+include "_faults.pxi"
+include "_column_decoder.pxi"
 include "_encoder.pxi"

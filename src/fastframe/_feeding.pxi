@@ -1,0 +1,241 @@
+# Feeding the decoder, as module functions taking it: the caller's bytes parsed in place when
+# nothing is buffered, else appended only as far as needed; the unconsumed tail kept in the
+# decoder's buffer (reserve, append, shift, renumber, compact); a large body arriving in pieces
+# copied once, straight into the bytes object its frame will hold (the sink).
+# Included by _codec_c.pyx after _decoder.pxi.
+
+cdef int _feed_buffer(Decoder self, data, list out) except -1:
+    cdef Py_buffer view
+    cdef const unsigned char *p
+    cdef Py_ssize_t size, taken
+    if self.error is not None:
+        raise self._repeat_error()
+    if not PyObject_CheckBuffer(data):
+        raise TypeError(NOT_BYTES.format(type(data).__name__))
+    # the request memoryview(data) makes, so both twins get the same errors from the exporter
+    PyObject_GetBuffer(data, &view, PyBUF_FULL_RO)
+    try:
+        if not PyBuffer_IsContiguous(&view, b'C'):
+            raise BufferError(NOT_CONTIGUOUS)
+        if view.len == 0:
+            return 0
+        p = <const unsigned char *>view.buf
+        size = view.len
+        if self.sink != NULL:
+            taken = _fill_sink(self, p, size, out)
+            p += taken
+            size -= taken
+            if size == 0:
+                return 0
+        if self.pos == self.end:
+            # nothing buffered: parse the caller's bytes in place, keep only the tail
+            self.base += self.end
+            self.pos = self.end = 0
+            _run_in_place(self, p, size, out)
+        else:
+            _finish_buffered(self, p, size, out)
+        _start_sink(self)
+    except FrameError as error:
+        error.frames = out
+        self.error = error
+        raise
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef void _drop_sink(Decoder self) noexcept:
+    cdef PyObject *sink = self.sink
+    self.sink = NULL
+    self.sunk = self.sink_cap = 0
+    Py_XDECREF(sink)
+
+
+cdef int _size_sink(Decoder self, Py_ssize_t size) except -1:
+    cdef object fresh
+    if self.sink == NULL:
+        fresh = PyBytes_FromStringAndSize(NULL, size)
+        Py_INCREF(fresh)
+        self.sink = <PyObject *>fresh
+    else:
+        _PyBytes_Resize(&self.sink, size)  # a realloc: large blocks grow without a copy (mremap)
+    self.sink_cap = size
+    return 0
+
+
+cdef int _start_sink(Decoder self) except -1:
+    """After a feed: a large body still incomplete moves out of buf, into the frame's own bytes."""
+    cdef Py_ssize_t have
+    if self.phase != BODY or self.cl < SINK_MIN or self.sink != NULL:
+        return 0
+    have = self.end - self.bs
+    if have < RADIUS or have > self.cl:  # an excerpt must never need bytes before bs
+        return 0
+    _size_sink(self, min(self.cl, max(2 * have, SINK_MIN)))
+    memcpy(PyBytes_AS_STRING(<object>self.sink), self.buf + self.bs, have)
+    self.sunk = have
+    self.end = self.bs  # the head stays in buf
+    return 0
+
+
+cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+    """Copy body bytes straight into the sink; at the NUL, the frame. Returns the bytes consumed."""
+    cdef Py_ssize_t n = min(self.cl - self.sunk, size), nul_at, hi
+    cdef char *into
+    cdef const char *command
+    cdef Py_ssize_t command_size
+    cdef tuple headers
+    if self.sunk + n > self.sink_cap:
+        _size_sink(self, min(self.cl, max(self.sunk + n, 2 * self.sink_cap)))
+    into = PyBytes_AS_STRING(<object>self.sink)
+    memcpy(into + self.sunk, data, n)
+    self.sunk += n
+    if n == size:
+        return n
+    nul_at = self.base + self.bs + self.cl  # the stream offset of the byte after the body
+    if data[n] != 0:
+        hi = min(n + RADIUS, size)
+        window = PyBytes_FromStringAndSize(into + self.cl - RADIUS, RADIUS)
+        window += PyBytes_FromStringAndSize(<const char *>data + n, hi - n)
+        _append(self, data + n, size - n)  # fed is fed: counted as buffered, as in the Python twin
+        raise make_decode_error(
+            MissingNullError, MISSING_NULL.format(self.cl), nul_at, window, nul_at - RADIUS,
+            self.base + self.fs, nul_at + hi - n, "",
+        )
+    if self.columnar:
+        command = PyUnicode_AsUTF8AndSize(self.command, &command_size)
+        self.store.commit(command, command_size, into, self.cl, self.base + self.fs)
+        self.n_pairs = 0  # the store has them
+        _drop_sink(self)
+    else:
+        headers = _take_pairs(self)
+        PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
+        body = <object>self.sink  # the frame's reference; the sink's own goes below
+        self.sink = NULL
+        self.sunk = self.sink_cap = 0
+        Py_DECREF(body)
+        out.append(_make_frame(self.command, headers, <bytes>body, self.base + self.fs))
+    # the frame is consumed: what follows its NUL starts a new buffer
+    self.base = nul_at + 1
+    self.pos = self.end = 0
+    self.phase = BETWEEN
+    self._start_frame(0)
+    return n + 1
+
+
+cdef int _run_in_place(Decoder self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+    """Parse the caller's bytes where they are (``pos`` indexes them); keep only the unconsumed tail."""
+    self.end = 0
+    self.cur = data
+    try:
+        self._run(size, out)
+    finally:
+        _keep_tail(self, data, size)
+    return 0
+
+
+cdef int _finish_buffered(Decoder self, const unsigned char *data, Py_ssize_t size, list out) except -1:
+    """Bytes are buffered: append only as much of ``data`` as consumes them, then parse the rest in place.
+
+    Pieces double from 4 KiB (or the buffered size), so a frame that ends
+    early in ``data`` does not make all of it be copied, and no byte is
+    scanned twice (the parser resumes where it stopped).
+    """
+    cdef Py_ssize_t taken = 0, at, piece = max(4096, self.end - self.pos)
+    try:
+        while True:
+            piece = min(piece, size - taken)
+            _append(self, data + taken, piece)
+            taken += piece
+            self.cur = self.buf
+            self.rest = data + taken
+            self.rest_size = size - taken
+            self._run(self.end, out)
+            at = self.end - taken  # where data[0] is in buf (an _append may have moved it)
+            if taken == size:
+                _compact(self)
+                return 0
+            if self.pos >= at:
+                break
+            piece *= 2
+    except FrameError:
+        _append(self, data + taken, size - taken)  # fed is fed: counted as buffered, as when it all was
+        _compact(self)
+        raise
+    finally:
+        self.rest_size = 0
+    # what is unconsumed starts inside data: renumber from data[0] and go on in place
+    _renumber(self, at)
+    _run_in_place(self, data, size, out)
+    return 0
+
+
+cdef int _reserve(Decoder self, Py_ssize_t size) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char *grown
+    if size <= self.cap:
+        return 0
+    cap = max(size, 2 * self.cap, 4096)
+    grown = <unsigned char *>PyMem_Realloc(self.buf, cap)
+    if grown == NULL:
+        raise MemoryError()
+    self.buf = grown
+    self.cap = cap
+    return 0
+
+
+cdef int _append(Decoder self, const unsigned char *data, Py_ssize_t size) except -1:
+    if self.end + size > self.cap and self.pos > 0:
+        _shift(self, self.pos)  # make room by dropping consumed bytes first
+    _reserve(self, self.end + size)
+    memcpy(self.buf + self.end, data, size)
+    self.end += size
+    return 0
+
+
+cdef void _shift(Decoder self, Py_ssize_t shift) noexcept:
+    """Drop the first ``shift`` (consumed) bytes and renumber the indexes."""
+    memmove(self.buf, self.buf + shift, self.end - shift)
+    _renumber(self, shift)
+    self.end -= shift
+
+
+cdef inline void _renumber(Decoder self, Py_ssize_t shift) noexcept:
+    self.base += shift
+    self.pos -= shift
+    if self.phase != BETWEEN:
+        self.fs -= shift
+        self.ls -= shift
+        self.scan -= shift
+        if self.bs >= 0:
+            self.bs -= shift
+            self.bscan -= shift
+
+
+cdef int _keep_tail(Decoder self, const unsigned char *data, Py_ssize_t size) except -1:
+    """After parsing the caller's bytes in place: copy what is unconsumed."""
+    cdef Py_ssize_t shift = self.pos
+    _renumber(self, shift)
+    self.end = size - shift
+    if self.end:
+        _reserve(self, self.end)
+        memcpy(self.buf, data + shift, self.end)
+    elif self.cap > 65536:
+        PyMem_Free(self.buf)  # a large frame is gone: give its memory back
+        self.buf = NULL
+        self.cap = 0
+    return 0
+
+
+cdef void _compact(Decoder self) noexcept:
+    if self.pos == self.end:
+        self.base += self.end
+        self.pos = self.end = 0
+        if self.cap > 65536:
+            PyMem_Free(self.buf)
+            self.buf = NULL
+            self.cap = 0
+    elif self.pos > (self.end >> 1):
+        # move the tail only when it is smaller than what is dropped:
+        # a large body is not moved again and again
+        _shift(self, self.pos)
