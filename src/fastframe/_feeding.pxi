@@ -63,18 +63,31 @@ cdef int _size_sink(Decoder self, Py_ssize_t size) except -1:
     return 0
 
 
+cdef inline bint _sink_wanted(Decoder self, Py_ssize_t have) noexcept:
+    """A large body is incomplete, ``have`` of its bytes are here, no sink yet: the body goes to a sink."""
+    if self.phase != BODY or self.cl < SINK_MIN or self.sink != NULL:
+        return False
+    return RADIUS <= have <= self.cl  # an excerpt must never need bytes before bs
+
+
+cdef int _open_sink(Decoder self, const unsigned char *body, Py_ssize_t have) except -1:
+    """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``bs``).
+
+    The sink is sized at once to the body, up to SINK_RESERVE (or twice what
+    arrived): a body of that size is allocated once, at its final size.
+    """
+    _size_sink(self, min(self.cl, max(2 * have, SINK_RESERVE)))
+    memcpy(PyBytes_AS_STRING(<object>self.sink), body, have)
+    self.sunk = have
+    self.end = self.bs
+    return 0
+
+
 cdef int _start_sink(Decoder self) except -1:
     """After a feed: a large body still incomplete moves out of buf, into the frame's own bytes."""
-    cdef Py_ssize_t have
-    if self.phase != BODY or self.cl < SINK_MIN or self.sink != NULL:
-        return 0
-    have = self.end - self.bs
-    if have < RADIUS or have > self.cl:  # an excerpt must never need bytes before bs
-        return 0
-    _size_sink(self, min(self.cl, max(2 * have, SINK_MIN)))
-    memcpy(PyBytes_AS_STRING(<object>self.sink), self.buf + self.bs, have)
-    self.sunk = have
-    self.end = self.bs  # the head stays in buf
+    cdef Py_ssize_t have = self.end - self.bs
+    if _sink_wanted(self, have):
+        _open_sink(self, self.buf + self.bs, have)
     return 0
 
 
@@ -125,12 +138,14 @@ cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t s
 
 cdef int _run_in_place(Decoder self, const unsigned char *data, Py_ssize_t size, list out) except -1:
     """Parse the caller's bytes where they are (``pos`` indexes them); keep only the unconsumed tail."""
+    cdef bint done = False
     self.end = 0
     self.cur = data
     try:
         self._run(size, out)
+        done = True
     finally:
-        _keep_tail(self, data, size)
+        _keep_tail(self, data, size, done)
     return 0
 
 
@@ -212,18 +227,26 @@ cdef inline void _renumber(Decoder self, Py_ssize_t shift) noexcept:
             self.bscan -= shift
 
 
-cdef int _keep_tail(Decoder self, const unsigned char *data, Py_ssize_t size) except -1:
-    """After parsing the caller's bytes in place: copy what is unconsumed."""
-    cdef Py_ssize_t shift = self.pos
+cdef int _keep_tail(Decoder self, const unsigned char *data, Py_ssize_t size, bint parsed) except -1:
+    """After parsing the caller's bytes in place: copy what is unconsumed.
+
+    When they were ``parsed`` without error and end inside a large body, the
+    body's bytes go straight into the sink (one copy), only the head into buf.
+    """
+    cdef Py_ssize_t shift = self.pos, keep
     _renumber(self, shift)
-    self.end = size - shift
-    if self.end:
-        _reserve(self, self.end)
-        memcpy(self.buf, data + shift, self.end)
+    self.end = keep = size - shift
+    if parsed and _sink_wanted(self, keep - self.bs):
+        keep = self.bs
+    if keep:
+        _reserve(self, keep)
+        memcpy(self.buf, data + shift, keep)
     elif self.cap > 65536:
         PyMem_Free(self.buf)  # a large frame is gone: give its memory back
         self.buf = NULL
         self.cap = 0
+    if keep < self.end:
+        _open_sink(self, data + shift + keep, self.end - keep)
     return 0
 
 
