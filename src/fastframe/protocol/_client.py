@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from .. import EncodeError, Encoder, Frame, spec
+from .. import EncodeError, Encoder, Frame, Heartbeat, spec
 from .._constants import VERSIONS
-from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
+from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._events import Connected, Error, Event, Message, Receipt
 
 _new = object.__new__
@@ -89,6 +89,20 @@ class ClientConnection(ConnectionCore):
             self.state = State.CLOSED  # ERROR: the server refused us
 
     # ------------------------------------------------------------------ receiving
+
+    def _dispatch_all(self, items: Sequence[Any], events: List[Event]) -> None:
+        if not self._handshaken or self.strict:
+            super()._dispatch_all(items, events)
+            return
+        # the usual read, many MESSAGEs at once: the shared loop and _dispatch, inlined
+        append, on_message = events.append, self._on_message
+        for item in items:
+            if type(item) is Heartbeat:
+                append(_BEAT)
+            elif item.command == "MESSAGE" and self.state is _CONNECTED:
+                append(on_message(item, events))
+            else:
+                super()._dispatch(item, events)
 
     def _dispatch(self, frame: Any, events: List[Event]) -> None:
         # the everyday frame, a MESSAGE on an open session, without the general path's calls; a
