@@ -9,6 +9,7 @@ import pytest
 import fastframe
 from fastframe import aio
 from fastframe.protocol import Abort, Ack, Begin, Commit, Send
+from fastframe.protocol import Message as MessageEvent
 
 from .fake_server import FakeServer
 
@@ -232,5 +233,24 @@ def test_nack_and_text_bodies(run):
             await message.nack(receipt=True)
             (nack,) = [e for e in server.peers[0].frames if e.command == "NACK"]
             assert nack.frame.get("subscription") == sub.id  # the 1.1 form
+
+    run(main())
+
+
+def test_message_fields_and_its_protocol_event(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port) as client:
+                sub = await client.subscribe("/q", ack="client-individual", id="s1")
+                server.connected[0].deliver("s1", b"m\0", {"x-a": "1:2"})
+                message = await sub.get(timeout=5)
+                assert (message.body, message.destination, message.get("x-a")) == (b"m\0", "/q", "1:2")
+                assert message.frame.command == "MESSAGE" and ("x-a", "1:2") in message.headers
+                event = message.event  # the sans-I/O event, built when asked for
+                assert isinstance(event, MessageEvent) and event is message.event
+                assert event == MessageEvent(message.frame, "s1", message.message_id, event.ack_id, "/q")
+                assert event.ack_id in client.session.conn.unacked
+                await message.ack(receipt=True)
+                assert client.session.conn.unacked == {}
 
     run(main())

@@ -8,11 +8,11 @@ import ssl as _ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
-from ..protocol import ClientConnection, Event, LocalProtocolError
+from ..protocol import ClientConnection, LocalProtocolError
 from ..protocol import Message as MessageEvent
 from ..protocol._core import Headers, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
-from ._subscription import Message, Subscription, Transaction
+from ._subscription import Message, Subscription, Transaction, message_factory
 from ._transport import FrameHook, Session, SessionEnded, WireHook
 
 __all__ = ["Client", "Reconnect", "connect"]
@@ -130,6 +130,7 @@ class Client:
     async def _open(self, host: str, port: int) -> None:
         conn = ClientConnection(**self._options)
         session = Session(conn, self._on_event, frame_hook=self._hooks[0], wire_hook=self._hooks[1])
+        conn._make_message = message_factory(self, session)
         login, passcode = self._credentials
         data = conn.connect(
             self._host_header or host,
@@ -181,11 +182,15 @@ class Client:
             sub._finish(cause)
         self._ready.set()  # wake senders waiting for a reconnect: they see the error
 
-    def _on_event(self, event: Event) -> None:
-        if type(event) is MessageEvent:
+    def _on_event(self, event: Any) -> None:
+        if type(event) is Message:  # built by the connection (message_factory) for its session
+            sub = self._subscriptions.get(event._subscription or "")
+            # while disconnecting the socket is read freely: queues keep their hard bound, the rest is dropped
+            if sub is not None and not (self._closing and len(sub) >= 2 * sub.max_queue):
+                sub._put(event)
+        elif isinstance(event, MessageEvent):
             sub = self._subscriptions.get(event.subscription or "")
             session = self._session
-            # while disconnecting the socket is read freely: queues keep their hard bound, the rest is dropped
             if sub is not None and session is not None and not (self._closing and len(sub) >= 2 * sub.max_queue):
                 sub._put(Message(event, self, session))
         elif isinstance(event, SessionEnded):
@@ -314,7 +319,7 @@ class Client:
             raise StaleMessageError(f"cannot {command} a message of an earlier connection; it will be redelivered")
         method = ClientConnection.ack if command == "ACK" else ClientConnection.nack
         await self._request(
-            lambda conn, rid: method(conn, message.event, transaction=transaction, receipt=rid), receipt, timeout
+            lambda conn, rid: method(conn, message._ack_id, transaction=transaction, receipt=rid), receipt, timeout
         )
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:

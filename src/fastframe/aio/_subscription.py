@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import spec
 from ..protocol import Message as MessageEvent
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     from ._transport import Session
 
-__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction", "message_factory"]
 
 
 class ClientLike(Protocol):
@@ -58,46 +58,57 @@ class ClientLike(Protocol):
 class Message:
     """A MESSAGE delivered to a subscription: ``frame``, ``body`` (bytes), header lookups, ``ack()``/``nack()``."""
 
-    __slots__ = ("event", "_client", "_session")
+    __slots__ = ("_frame", "_subscription", "_message_id", "_ack_id", "_destination", "_client", "_session", "_event")
 
     def __init__(self, event: MessageEvent, client: ClientLike, session: Session) -> None:
-        self.event = event
-        self._client = client
-        self._session = session
+        self._frame, self._subscription, self._message_id = event.frame, event.subscription, event.message_id
+        self._ack_id: str = event.ack_id or ""
+        self._destination = event.destination
+        self._client, self._session = client, session
+        self._event: Optional[MessageEvent] = event
+
+    @property
+    def event(self) -> MessageEvent:
+        """The :class:`fastframe.protocol.Message` event (built when first asked for)."""
+        if self._event is None:
+            self._event = MessageEvent(
+                self._frame, self._subscription, self._message_id, self._ack_id, self._destination
+            )
+        return self._event
 
     @property
     def frame(self) -> Any:
         """The :class:`fastframe.Frame` as received."""
-        return self.event.frame
+        return self._frame
 
     @property
     def body(self) -> bytes:
         """The body, NULs included."""
-        return self.event.body
+        return self._frame.body  # type: ignore[no-any-return]
 
     @property
     def headers(self) -> Tuple[Tuple[str, str], ...]:
         """The headers in wire order, repeats kept."""
-        return tuple(self.event.frame.headers)
+        return tuple(self._frame.headers)
 
     @property
     def destination(self) -> Optional[str]:
         """The ``destination`` header."""
-        return self.event.destination
+        return self._destination
 
     @property
     def message_id(self) -> Optional[str]:
         """The ``message-id`` header."""
-        return self.event.message_id
+        return self._message_id
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The first value of header ``name``."""
-        value = self.event.frame.get(name)
+        value = self._frame.get(name)
         return default if value is None else str(value)
 
     def text(self, default_charset: Optional[str] = None) -> str:
         """The body decoded by its content-type (see :func:`fastframe.spec.body_text`)."""
-        return spec.body_text(self.event.frame, default_charset)
+        return spec.body_text(self._frame, default_charset)
 
     async def ack(
         self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
@@ -113,6 +124,21 @@ class Message:
 
     def __repr__(self) -> str:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
+
+
+def message_factory(client: ClientLike, session: Session) -> Callable[..., Message]:
+    """What :class:`fastframe.protocol.ClientConnection` builds each MESSAGE with on ``session``
+    (its ``_make_message``): the :class:`Message` itself, without a protocol event under it."""
+    new = object.__new__
+
+    def make(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> Message:
+        message = new(Message)
+        message._frame, message._subscription, message._message_id = frame, subscription, message_id
+        message._ack_id, message._destination = ack_id, destination
+        message._client, message._session, message._event = client, session, None
+        return message
+
+    return make
 
 
 class Subscription:

@@ -18,13 +18,13 @@ from ..protocol import (
     Connected,
     Error,
     Event,
-    FrameEvent,
     HeartbeatReceived,
     Message,
     ProtocolError,
     Receipt,
 )
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
+from ._subscription import Message as _Message
 
 __all__ = ["Session", "FrameHook", "WireHook"]
 
@@ -100,7 +100,7 @@ class Session:
     def __init__(
         self,
         conn: ClientConnection,
-        on_event: Callable[[Event], None],
+        on_event: Callable[[Any], None],
         *,
         frame_hook: Optional[FrameHook] = None,
         wire_hook: Optional[WireHook] = None,
@@ -176,11 +176,11 @@ class Session:
             return
         self._dispatch(events)
 
-    def _dispatch(self, events: List[Event]) -> None:
+    def _dispatch(self, events: List[Any]) -> None:
         for event in events:
             if self._frame_hook is not None:
-                self._frame_hook("in", event.frame if isinstance(event, FrameEvent) else None)
-            if type(event) is Message:  # the everyday event first
+                self._frame_hook("in", getattr(event, "frame", None))  # (None: a heart-beat)
+            if type(event) is _Message or type(event) is Message:  # the everyday event first
                 self._on_event(event)
             elif isinstance(event, HeartbeatReceived):
                 continue
