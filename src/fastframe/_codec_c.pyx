@@ -125,7 +125,6 @@ cdef enum:
     ENCODER_SLOTS = 256  # per-encoder cache of escaping verdicts
     CACHE_MAX_SIZE = 40
     SINK_MIN = 65536  # a body this large, arriving in pieces, is copied once: into its own bytes object
-    SINK_RESERVE = 1048576  # ... which is sized at once up to this: a body up to 1 MiB is allocated once
 
 cdef unsigned long long MAX_CONTENT_LENGTH = _MAX_CONTENT_LENGTH  # typed once, in _constants
 cdef long long MAX_COLUMN = MAX_COLUMN_BYTES

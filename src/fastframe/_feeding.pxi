@@ -73,10 +73,10 @@ cdef inline bint _sink_wanted(Decoder self, Py_ssize_t have) noexcept:
 cdef int _open_sink(Decoder self, const unsigned char *body, Py_ssize_t have) except -1:
     """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``bs``).
 
-    The sink is sized at once to the body, up to SINK_RESERVE (or twice what
-    arrived): a body of that size is allocated once, at its final size.
+    The sink is sized to twice what arrived (at least SINK_MIN, at most the body), and grows to at most
+    twice what arrived: memory follows the bytes received, never a content-length alone (SECURITY.md).
     """
-    _size_sink(self, min(self.cl, max(2 * have, SINK_RESERVE)))
+    _size_sink(self, min(self.cl, max(2 * have, SINK_MIN)))
     memcpy(PyBytes_AS_STRING(<object>self.sink), body, have)
     self.sunk = have
     self.end = self.bs
