@@ -173,6 +173,17 @@ def test_a_four_gigabyte_body_allowed_by_the_limits_holds_only_what_arrived(code
         decoder.close()
 
 
+def test_a_large_content_length_reserves_nothing_in_advance(codec: ModuleType) -> None:
+    # 64 MiB announced, 100 KiB sent: what is held follows the 100 KiB (at most about twice it), so a
+    # peer cannot make a decoder spend memory by announcing a size (a thousand connections, a thousand times)
+    decoder = codec.Decoder()
+    head = b"SEND\ncontent-length:67108864\n\n"
+    run = feed_all(decoder, [head] + list(repeat(b"x" * 1024, 100 * 1024)), trace=True)
+    assert run.error is None and run.items == []
+    assert decoder.buffered == len(head) + 100 * 1024
+    assert run.peak < 512 * 1024
+
+
 def test_a_body_that_never_ends_stops_at_the_body_limit(codec: ModuleType) -> None:
     decoder = codec.Decoder(max_body_size=1 * MiB, max_frame_size=4 * MiB)
     run = feed_all(decoder, [b"SEND\n\n"] + list(repeat(b"x" * 64 * KiB, 256 * MiB)), trace=True)
