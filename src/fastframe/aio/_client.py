@@ -8,7 +8,7 @@ import ssl as _ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
-from ..protocol import ClientConnection, LocalProtocolError
+from ..protocol import ClientConnection, LocalProtocolError, State
 from ..protocol import Message as MessageEvent
 from ..protocol._core import Headers, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
@@ -16,6 +16,8 @@ from ._subscription import Message, Subscription, Transaction, message_factory
 from ._transport import FrameHook, Session, SessionEnded, WireHook
 
 __all__ = ["Client", "Reconnect", "connect"]
+
+_CONNECTED = State.CONNECTED
 
 
 @dataclass(frozen=True)
@@ -252,8 +254,16 @@ class Client:
     ) -> None:
         """SEND; with ``receipt=True`` wait (at most ``timeout`` s) until the server confirms it."""
         session = self._session
-        if not receipt and self._error is None and session is not None and session.writable and self.is_connected:
-            # the everyday send (what _request does for it, without a closure and a coroutine)
+        if (
+            not receipt
+            and session is not None
+            and session._can_write
+            and session.conn.state is _CONNECTED
+            and self._error is None
+            and not session.closed.done()
+        ):
+            # the everyday send: what _request does for it (is_connected, writable), without a
+            # closure, a coroutine and property calls
             session.write(
                 session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction)
             )

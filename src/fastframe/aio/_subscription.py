@@ -205,8 +205,11 @@ class Subscription:
         return self
 
     async def __anext__(self) -> Message:
-        if self._queue:
-            return self._take()  # the usual case while messages stream in: no wait, no second coroutine
+        queue = self._queue
+        if not self._hard and len(queue) > self.max_queue // 2 + 1:
+            return queue.popleft()  # the usual case while messages stream in: _take would do no more
+        if queue:
+            return self._take()  # no wait, no second coroutine
         try:
             return await self.get()
         except _Ended:

@@ -59,9 +59,11 @@ class _Reader(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._session._writable.clear()
+        self._session._can_write = False
 
     def resume_writing(self) -> None:
         self._session._writable.set()
+        self._session._can_write = True
 
 
 class _BufferedReader(_Reader, asyncio.BufferedProtocol):
@@ -117,6 +119,7 @@ class Session:
         self._receipts: Dict[str, asyncio.Future[Receipt]] = {}
         self._writable = asyncio.Event()
         self._writable.set()
+        self._can_write = True  # what _writable says, read without a call on every send
         self._corked: List[bytes] = []  # written this loop iteration, not yet handed to the transport
         self._corked_size = 0
         self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
@@ -219,18 +222,20 @@ class Session:
 
     def write(self, data: bytes) -> None:
         """Write bytes the connection produced (one frame or one heart-beat), in call order."""
-        if self.transport is None or self.closed.done() or self.transport.is_closing():
+        transport = self.transport
+        if transport is None or self.closed.done() or transport.is_closing():
             raise self._closed_error()
         if self._frame_hook is not None:
             self._frame_hook("out", self.conn.last_frame if data.strip(b"\r\n") else None)
         if self._wire_hook is not None:
             self._wire_hook("out", data)
         # frames written in one loop iteration go to the socket together: one send() instead of one each
-        self._corked.append(data)
+        corked = self._corked
+        corked.append(data)
         self._corked_size += len(data)
         if self._corked_size >= _CORK_LIMIT:
             self._uncork()
-        elif len(self._corked) == 1:
+        elif len(corked) == 1:
             self._loop.call_soon(self._uncork)
 
     def _uncork(self) -> None:
@@ -246,7 +251,7 @@ class Session:
     @property
     def writable(self) -> bool:
         """Whether the socket's write buffer is below its high-water mark (``drain()`` would not wait)."""
-        return self._writable.is_set()
+        return self._can_write
 
     async def drain(self) -> None:
         """Wait until the socket's write buffer is below its high-water mark (or the session ended)."""
@@ -385,6 +390,7 @@ class Session:
         self._receipts.clear()
         self.closed.set_result(None)
         self._writable.set()
+        self._can_write = True
         if self._ticker is not None and self._ticker is not asyncio.current_task():
             self._ticker.cancel()
         self._on_event_closed()
