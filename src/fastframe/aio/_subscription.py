@@ -222,9 +222,12 @@ class Subscription:
                 if self._end is not None:
                     raise self._end
                 raise _Ended("the subscription ended")
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = waiter = asyncio.get_running_loop().create_future()
             try:
-                await asyncio.wait_for(self._waiter, timeout)
+                if timeout is None:
+                    await waiter  # (what wait_for does without a timeout, minus its coroutine)
+                else:
+                    await asyncio.wait_for(waiter, timeout)
             finally:
                 self._waiter = None
         return self._take()
