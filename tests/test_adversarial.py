@@ -184,6 +184,16 @@ def test_a_large_content_length_reserves_nothing_in_advance(codec: ModuleType) -
     assert run.peak < 512 * 1024
 
 
+def test_a_body_under_a_mebibyte_is_not_reserved_for_a_trickle(codec: ModuleType) -> None:
+    # the compiled twin allocates a body of at most 1 MiB once at its final size, but only once a
+    # sixteenth of it has arrived: a 1 MB announcement followed by 1 KiB reserves no megabyte
+    decoder = codec.Decoder()
+    head = b"SEND\ncontent-length:1000000\n\n"
+    run = feed_all(decoder, [head] + list(repeat(b"x" * 256, 1024)), trace=True)
+    assert run.error is None and run.items == [] and decoder.buffered == len(head) + 1024
+    assert run.peak < 256 * 1024
+
+
 def test_a_body_that_never_ends_stops_at_the_body_limit(codec: ModuleType) -> None:
     decoder = codec.Decoder(max_body_size=1 * MiB, max_frame_size=4 * MiB)
     run = feed_all(decoder, [b"SEND\n\n"] + list(repeat(b"x" * 64 * KiB, 256 * MiB)), trace=True)

@@ -125,6 +125,8 @@ cdef enum:
     ENCODER_SLOTS = 256  # per-encoder cache of escaping verdicts
     CACHE_MAX_SIZE = 40
     SINK_MIN = 65536  # a body this large, arriving in pieces, is copied once: into its own bytes object
+    SINK_RESERVE = 1048576  # ... sized at once to the body when the body is at most this large
+    SINK_AHEAD = 16  # ... and at most this many times what has arrived of it (_sink_size)
 
 cdef unsigned long long MAX_CONTENT_LENGTH = _MAX_CONTENT_LENGTH  # typed once, in _constants
 cdef long long MAX_COLUMN = MAX_COLUMN_BYTES

@@ -61,8 +61,8 @@ cdef class Decoder:
     cdef Py_ssize_t lent  # its size as lent, -1 when none is lent
     # a large body arriving in pieces goes straight into the bytes object the frame will hold
     # (owned, never seen by Python until complete, so it may be resized), not into buf: one
-    # copy per body byte. Its capacity stays within twice what arrived (at least SINK_MIN):
-    # a content-length alone reserves nothing (see _open_sink).
+    # copy per body byte. Its capacity follows what arrived, never a content-length alone
+    # (see _sink_size).
     cdef PyObject *sink
     cdef Py_ssize_t sunk, sink_cap  # body bytes in it; its size
 

@@ -70,13 +70,21 @@ cdef inline bint _sink_wanted(Decoder self, Py_ssize_t have) noexcept:
     return RADIUS <= have <= self.cl  # an excerpt must never need bytes before bs
 
 
-cdef int _open_sink(Decoder self, const unsigned char *body, Py_ssize_t have) except -1:
-    """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``bs``).
+cdef inline Py_ssize_t _sink_size(Decoder self, Py_ssize_t have) noexcept:
+    """The sink's capacity once ``have`` body bytes arrived: memory follows the bytes received.
 
-    The sink is sized to twice what arrived (at least SINK_MIN, at most the body), and grows to at most
-    twice what arrived: memory follows the bytes received, never a content-length alone (SECURITY.md).
+    The body's final size when it is at most SINK_RESERVE and SINK_AHEAD times what arrived (then it
+    is allocated once, and never grows by a copy); else twice what arrived, at least SINK_MIN. So an
+    announced content-length alone reserves at most SINK_MIN (SECURITY.md).
     """
-    _size_sink(self, min(self.cl, max(2 * have, SINK_MIN)))
+    if self.cl <= SINK_RESERVE and self.cl <= SINK_AHEAD * have:
+        return self.cl
+    return min(self.cl, max(2 * have, SINK_MIN))
+
+
+cdef int _open_sink(Decoder self, const unsigned char *body, Py_ssize_t have) except -1:
+    """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``bs``)."""
+    _size_sink(self, _sink_size(self, have))
     memcpy(PyBytes_AS_STRING(<object>self.sink), body, have)
     self.sunk = have
     self.end = self.bs
@@ -99,7 +107,7 @@ cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t s
     cdef Py_ssize_t command_size
     cdef tuple headers
     if self.sunk + n > self.sink_cap:
-        _size_sink(self, min(self.cl, max(self.sunk + n, 2 * self.sink_cap)))
+        _size_sink(self, max(self.sunk + n, _sink_size(self, self.sunk + n)))
     into = PyBytes_AS_STRING(<object>self.sink)
     memcpy(into + self.sunk, data, n)
     self.sunk += n
