@@ -44,6 +44,7 @@ named as in the Python twin.
 cimport cython
 from cpython.buffer cimport PyBUF_FULL_RO, PyBuffer_IsContiguous, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
 from cpython.dict cimport PyDict_Next, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
@@ -101,12 +102,25 @@ from ._options import decoder_options, encoder_options, received_size, receive_s
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
     const char *PyUnicode_AsUTF8AndSize(object text, Py_ssize_t *size) except NULL
+    # the same, unchecked: NULL with the error set (see _encodable)
+    const char *_utf8_or_null "PyUnicode_AsUTF8AndSize" (PyObject *text, Py_ssize_t *size)
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object text)
     Py_ssize_t PyUnicode_GET_LENGTH(PyObject *text)
     void *PyUnicode_DATA_PTR "PyUnicode_DATA" (PyObject *text)
     int _PyBytes_Resize(PyObject **bytes, Py_ssize_t size) except -1
     PyObject *PyDict_SetDefault(object mapping, object key, object default) except NULL  # borrowed
+
+cdef extern from *:
+    """
+    #ifdef Py_GIL_DISABLED
+    #define FF_FREE_THREADED 1
+    #else
+    #define FF_FREE_THREADED 0
+    #endif
+    """
+    # a constant: the C compiler drops the branches for the other kind of build
+    const bint FREE_THREADED "FF_FREE_THREADED"
 
 __all__ = [
     "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION",

@@ -28,7 +28,7 @@ cdef class Encoder:
             Py_XDECREF(self.seen[i])
 
     cdef inline Py_ssize_t _extra(self, str text, const char *data, Py_ssize_t size,
-                                  const unsigned char *letters, bint is_name):
+                                  const unsigned char *letters, bint is_name) noexcept:
         """_escape_extra, remembered per str object and escape table (names and values repeat).
 
         Keyed by the table too: ``__init__`` may be called again (from another thread, or from a
@@ -107,10 +107,11 @@ cdef class Encoder:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     cdef int _gather(self, object headers, Field *fields, Py_ssize_t n) except -1:
-        """Take a reference to each name and value into ``fields`` (the caller releases all 2n); 0, holding
-        none, when ``headers`` is not a dict, list or tuple of exact-str pairs, or no longer has ``n`` of them
-        (the caller normalizes them first). References, and the container's lock while they are taken: on a
-        free-threaded build another thread may change the caller's dict or list during the call."""
+        """Point ``fields`` at each name and value; 0 when ``headers`` is not a dict, list or tuple of exact-str
+        pairs, or no longer has ``n`` of them (the caller normalizes them first). With the GIL the pointers are
+        borrowed: nothing of the caller's runs until they are used (exact str, no Python code). A free-threaded
+        build takes a reference to each, under the container's lock (the caller releases all 2n with
+        _release_fields): another thread may change the caller's dict or list during the call."""
         cdef Py_ssize_t pos = 0, i = 0
         cdef PyObject *key
         cdef PyObject *value
@@ -126,8 +127,9 @@ cdef class Encoder:
                     else:
                         fields[2 * i].text = key
                         fields[2 * i + 1].text = value
-                        Py_INCREF(<object>key)
-                        Py_INCREF(<object>value)
+                        if FREE_THREADED:
+                            Py_INCREF(<object>key)
+                            Py_INCREF(<object>value)
                         i += 1
             else:
                 if len(headers) != n:
@@ -139,10 +141,11 @@ cdef class Encoder:
                     else:
                         fields[2 * i].text = <PyObject *>(<tuple>item)[0]
                         fields[2 * i + 1].text = <PyObject *>(<tuple>item)[1]
-                        Py_INCREF(<object>fields[2 * i].text)
-                        Py_INCREF(<object>fields[2 * i + 1].text)
+                        if FREE_THREADED:
+                            Py_INCREF(<object>fields[2 * i].text)
+                            Py_INCREF(<object>fields[2 * i + 1].text)
                         i += 1
-        if not ok:
+        if not ok and FREE_THREADED:
             _release_fields(fields, 2 * i)
         return ok
 
@@ -174,11 +177,10 @@ cdef class Encoder:
         if type(headers) is not dict and type(headers) is not tuple and type(headers) is not list:
             headers = _normalized(headers)
         n = len(headers)
-        try:
-            command_data = PyUnicode_AsUTF8AndSize(command, &command_size)
-        except UnicodeEncodeError:
+        command_data = _utf8_or_null(<PyObject *>command, &command_size)
+        if command_data == NULL and not _encodable():
             return None
-        if command_size == 0 or _find_any(command_data, command_size, b"\n\r\0", 3):
+        if command_size == 0 or not _clean_line(command_data, command_size):
             return None
         escape = escape_set >= 0 and not _unescaped_command(command_data, command_size)
         letters = _ESCAPE_LETTER[escape_set] if escape else NULL
@@ -198,10 +200,11 @@ cdef class Encoder:
             for i in range(n):
                 name = &fields[2 * i]
                 value = &fields[2 * i + 1]
-                try:
-                    name.data = PyUnicode_AsUTF8AndSize(<str>name.text, &name.size)
-                    value.data = PyUnicode_AsUTF8AndSize(<str>value.text, &value.size)
-                except UnicodeEncodeError:
+                name.data = _utf8_or_null(name.text, &name.size)
+                if name.data == NULL and not _encodable():
+                    return None
+                value.data = _utf8_or_null(value.text, &value.size)
+                if value.data == NULL and not _encodable():
                     return None
                 if name.size == 0:
                     return None
@@ -256,7 +259,7 @@ cdef class Encoder:
             w[0] = 0
             return result
         finally:
-            if gathered:
+            if gathered and FREE_THREADED:
                 _release_fields(fields, 2 * n)
             if fields != stack_fields:
                 PyMem_Free(fields)
@@ -271,16 +274,29 @@ cdef inline bint _unescaped_command(const char *data, Py_ssize_t size) noexcept:
     return size == 9 and memcmp(data, b"CONNECTED", 9) == 0
 
 
-cdef inline bint _find_any(const char *data, Py_ssize_t size, const char *chars, int count) noexcept:
-    cdef int k
-    for k in range(count):
-        if memchr(data, chars[k], size) != NULL:
-            return True
-    return False
+cdef int _encodable() except -1:
+    """After _utf8_or_null gave NULL: 0 for a str with no UTF-8 (a lone surrogate: the caller returns None
+    and encode_error says why), else the error raised (MemoryError). No try block on the hot path: Cython
+    saves the exception state at every try."""
+    if PyErr_ExceptionMatches(UnicodeEncodeError):
+        PyErr_Clear()
+        return 0
+    return -1
+
+
+cdef inline bint _clean_line(const char *data, Py_ssize_t size) noexcept:
+    """No LF, CR or NUL in a command (a few bytes: one pass beats three memchr calls)."""
+    cdef Py_ssize_t i
+    cdef unsigned char c
+    for i in range(size):
+        c = <unsigned char>data[i]
+        if c == LF or c == CR or c == 0:
+            return False
+    return True
 
 
 cdef struct Field:
-    PyObject *text  # the name or value (a reference _gather took)
+    PyObject *text  # the name or value (borrowed; a reference on a free-threaded build, see _gather)
     const char *data  # UTF-8, owned by the str
     Py_ssize_t size
     Py_ssize_t extra  # bytes escaping adds
