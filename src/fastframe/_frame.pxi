@@ -117,10 +117,14 @@ cdef tuple _normalized(object headers):
                 if type(<object>key) is not str or type(<object>value) is not str:
                     break
                 pair = (<object>key, <object>value)
+                PyObject_GC_UnTrack(<void *>pair)  # two str: never part of a cycle, nothing for the GC to visit
                 Py_INCREF(pair)
                 PyTuple_SET_ITEM(out, i, pair)
                 i += 1
-        return out if i == len(out) else normalize_headers(headers)
+        if i != len(out):
+            return normalize_headers(headers)
+        PyObject_GC_UnTrack(<void *>out)  # holds only untracked pairs
+        return out
     if type(headers) is tuple or type(headers) is list:
         # a list is copied first, then checked: another thread may change it in between, not after
         out = <tuple>headers if type(headers) is tuple else PyList_AsTuple(headers)
