@@ -17,9 +17,16 @@ from ._errors import ConnectionClosedError
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._transport import Session
 
 __all__ = ["ClientLike", "Message", "Subscription", "Transaction", "message_factory"]
+
+
+class Session(Protocol):
+    """What messages and subscriptions call on the session that read them (``_transport.Session``, which
+    imports this module to build the messages it reads)."""
+
+    def pause_reading(self, reason: object, *, hard: bool = False) -> None:
+        """Stop reading from the socket until ``reason`` is withdrawn."""
 
 
 class ClientLike(Protocol):
