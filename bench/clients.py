@@ -32,11 +32,24 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-CLIENTS = ("fastframe", "stomp.py", "stompman", "aiostomp")
+CLIENTS = ("fastframe", "fastframe-coalesced", "stomp.py", "stompman", "aiostomp")
+COALESCE = 0.002  # fastframe-coalesced: connect(coalesce_reads=...), seconds
 BASELINES = ("stomp.py", "stompman")
 GOAL = 5.0  # fastframe's messages per client CPU-second, as a multiple of each baseline's
-DIST = {"fastframe": "fastframe", "stomp.py": "stomp.py", "stompman": "stompman", "aiostomp": "aiostomp"}
-MODULES = {"fastframe": "fastframe.aio", "stomp.py": "stomp", "stompman": "stompman", "aiostomp": "aiostomp"}
+DIST = {
+    "fastframe": "fastframe",
+    "fastframe-coalesced": "fastframe",
+    "stomp.py": "stomp.py",
+    "stompman": "stompman",
+    "aiostomp": "aiostomp",
+}
+MODULES = {
+    "fastframe": "fastframe.aio",
+    "fastframe-coalesced": "fastframe.aio",
+    "stomp.py": "stomp",
+    "stompman": "stompman",
+    "aiostomp": "aiostomp",
+}
 LOGIN, PASSCODE = "guest", "guest"
 
 
@@ -210,13 +223,17 @@ def run_aiostomp(host: str, port: int, dest: str, payloads: List[bytes], got: Co
     asyncio.run(_aiostomp(host, port, dest, payloads, got, timeout))
 
 
-async def _fastframe(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+async def _fastframe(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, coalesce: float = 0.0
+) -> None:
     try:
         import fastframe.aio
     except ImportError as exc:
         raise Unavailable(f"fastframe.aio is not available ({exc})") from exc
     # RabbitMQ takes CONNECT's host header as the vhost; escapes="1.2" is what it speaks on every version
     options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
+    if coalesce:
+        options["coalesce_reads"] = coalesce
     async with (
         fastframe.aio.connect(host, port, **options) as consumer,
         fastframe.aio.connect(host, port, **options) as producer,
@@ -242,8 +259,15 @@ def run_fastframe(host: str, port: int, dest: str, payloads: List[bytes], got: C
     asyncio.run(_fastframe(host, port, dest, payloads, got, timeout))
 
 
+def run_fastframe_coalesced(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float
+) -> None:
+    asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, coalesce=COALESCE))
+
+
 RUNNERS: Dict[str, Runner] = {
     "fastframe": run_fastframe,
+    "fastframe-coalesced": run_fastframe_coalesced,
     "stomp.py": run_stomp_py,
     "stompman": run_stompman,
     "aiostomp": run_aiostomp,

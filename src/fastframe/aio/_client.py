@@ -61,9 +61,15 @@ class Client:
         wire_hook: Optional[WireHook],
         rng: Optional[random.Random],
         options: Dict[str, Any],
+        coalesce_reads: float = 0.0,
     ) -> None:
         if not servers:
             raise ValueError("at least one server is needed")
+        if isinstance(coalesce_reads, bool) or not (
+            isinstance(coalesce_reads, (int, float)) and 0.0 <= coalesce_reads <= 1.0
+        ):
+            raise ValueError(f"coalesce_reads must be seconds between 0 and 1, not {coalesce_reads!r}")
+        self.coalesce_reads = float(coalesce_reads)
         self.servers = list(servers)
         self._ssl = ssl
         self._credentials = (login, passcode)
@@ -131,8 +137,14 @@ class Client:
 
     async def _open(self, host: str, port: int) -> None:
         conn = ClientConnection(**self._options)
-        session = Session(conn, self._on_event, frame_hook=self._hooks[0], wire_hook=self._hooks[1])
-        conn._make_message = message_factory(self, session)
+        session = Session(
+            conn,
+            self._on_event,
+            frame_hook=self._hooks[0],
+            wire_hook=self._hooks[1],
+            coalesce_reads=self.coalesce_reads,
+        )
+        conn._make_message = message_factory(self, session, deliver=self._hooks[0] is None)
         login, passcode = self._credentials
         data = conn.connect(
             self._host_header or host,
@@ -187,14 +199,13 @@ class Client:
     def _on_event(self, event: Any) -> None:
         if type(event) is Message:  # built by the connection (message_factory) for its session
             sub = self._subscriptions.get(event._subscription or "")
-            # while disconnecting the socket is read freely: queues keep their hard bound, the rest is dropped
-            if sub is not None and not (self._closing and len(sub) >= 2 * sub.max_queue):
-                sub._put(event)
+            if sub is not None:
+                sub._put(event, self._closing)
         elif isinstance(event, MessageEvent):
             sub = self._subscriptions.get(event.subscription or "")
             session = self._session
-            if sub is not None and session is not None and not (self._closing and len(sub) >= 2 * sub.max_queue):
-                sub._put(Message(event, self, session))
+            if sub is not None and session is not None:
+                sub._put(Message(event, self, session), self._closing)
         elif isinstance(event, SessionEnded):
             pass  # handled by _session_ended, once the session's future is done
 
@@ -424,6 +435,7 @@ def connect(
     frame_hook: Optional[FrameHook] = None,
     wire_hook: Optional[WireHook] = None,
     rng: Optional[random.Random] = None,
+    coalesce_reads: float = 0.0,
     **options: Any,
 ) -> _Connector:
     """Connect to a STOMP server: ``async with connect(host, port) as client`` (or ``await connect(...)``).
@@ -431,7 +443,10 @@ def connect(
     Success means CONNECTED arrived within ``connect_timeout``. ``servers`` lists more
     ``(host, port)`` pairs tried in order after ``(host, port)``; ``reconnect`` (a :class:`Reconnect`)
     retries them with backoff, also after the connection drops, and re-subscribes. ``timeout``
-    bounds receipts, drains and waits for a reconnect. ``options`` go to
+    bounds receipts, drains and waits for a reconnect. ``coalesce_reads`` (seconds, 0 = off): after
+    each read the socket rests this long, so a stream of messages arrives in fewer, larger reads: far
+    less CPU per message under load, at most that much added latency for a message that arrives
+    during a rest (one after a quiet spell is read at once). ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,
     decoder limits and tolerances).
     """
@@ -440,5 +455,6 @@ def connect(
         all_servers, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
         heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
         reconnect=reconnect, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng, options=options,
+        coalesce_reads=coalesce_reads,
     )  # fmt: skip
     return _Connector(client)

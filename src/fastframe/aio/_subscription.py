@@ -32,6 +32,9 @@ class Session(Protocol):
 class ClientLike(Protocol):
     """What messages, subscriptions and transactions call on their client (:class:`fastframe.aio.Client`)."""
 
+    _subscriptions: Dict[str, Subscription]  # by id: where each message goes
+    _closing: bool  # disconnecting or closed
+
     @property
     def is_connected(self) -> bool:
         """Whether a session is connected now."""
@@ -133,9 +136,14 @@ class Message:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
 
 
-def message_factory(client: ClientLike, session: Session) -> Callable[..., Message]:
+def message_factory(client: ClientLike, session: Session, *, deliver: bool = True) -> Callable[..., Optional[Message]]:
     """What :class:`fastframe.protocol.ClientConnection` builds each MESSAGE with on ``session``
-    (its ``_make_message``): the :class:`Message` itself, without a protocol event under it."""
+    (its ``_make_message``): the :class:`Message` itself, without a protocol event under it.
+
+    With ``deliver`` the message goes straight into its subscription's queue as it is decoded
+    (and the connection adds no event for it): the one step a message takes between the decoder
+    and the queue. Without it (a frame hook must see every frame in order) it is returned as an event.
+    """
     new = object.__new__
 
     def make(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> Message:
@@ -145,7 +153,20 @@ def message_factory(client: ClientLike, session: Session) -> Callable[..., Messa
         message._client, message._session, message._event = client, session, None
         return message
 
-    return make
+    if not deliver:
+        return make
+    subscriptions = client._subscriptions  # (the same dict for the client's life)
+
+    def make_and_deliver(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> None:
+        message = new(Message)
+        message._frame, message._subscription, message._message_id = frame, subscription, message_id
+        message._ack_id, message._destination = ack_id, destination
+        message._client, message._session, message._event = client, session, None
+        sub = subscriptions.get(subscription or "")
+        if sub is not None:
+            sub._put(message, client._closing)
+
+    return make_and_deliver
 
 
 class Subscription:
@@ -178,8 +199,10 @@ class Subscription:
     def __len__(self) -> int:
         return len(self._queue)
 
-    def _put(self, message: Message) -> None:
+    def _put(self, message: Message, closing: bool) -> None:
         queue = self._queue
+        if closing and len(queue) >= 2 * self.max_queue:
+            return  # disconnecting reads the socket freely: the queue keeps its hard bound, the rest is dropped
         queue.append(message)
         if len(queue) >= self.max_queue:
             hard = len(queue) >= 2 * self.max_queue

@@ -36,6 +36,7 @@ WireHook = Callable[[str, bytes], None]
 
 _READ_SIZE = 256 * 1024  # asyncio's own read size for a plain Protocol
 _CORK_LIMIT = 64 * 1024  # bytes held back within one loop iteration before they are written at once
+_RESTING = "resting"  # the pause reason of coalesce_reads: the socket rests between reads
 
 
 class _Reader(asyncio.Protocol):
@@ -106,7 +107,10 @@ class Session:
         *,
         frame_hook: Optional[FrameHook] = None,
         wire_hook: Optional[WireHook] = None,
+        coalesce_reads: float = 0.0,
     ) -> None:
+        if not coalesce_reads >= 0.0:
+            raise ValueError(f"coalesce_reads must be a number of seconds >= 0, not {coalesce_reads!r}")
         self.conn = conn
         self._on_event = on_event
         self._frame_hook = frame_hook
@@ -123,6 +127,8 @@ class Session:
         self._corked: List[bytes] = []  # written this loop iteration, not yet handed to the transport
         self._corked_size = 0
         self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
+        self._coalesce = coalesce_reads
+        self._rest: Optional[asyncio.TimerHandle] = None  # ends the socket's rest after a read
         self._ticker: Optional[asyncio.Task[None]] = None
         self._ending = False
         self._closing_down = False
@@ -167,6 +173,8 @@ class Session:
             self.abort(exc)
             return
         self._dispatch(events)
+        if self._coalesce and len(data) < _READ_SIZE:
+            self._rest_reads()
 
     def _received(self, nbytes: int, buffer: Optional[memoryview]) -> None:
         if self._wire_hook is not None and buffer is not None:
@@ -178,6 +186,21 @@ class Session:
             self.abort(exc)
             return
         self._dispatch(events)
+        if self._coalesce and nbytes < _READ_SIZE:  # (a full read: more is waiting, read it now)
+            self._rest_reads()
+
+    def _rest_reads(self) -> None:
+        # coalesce_reads: after a read the socket rests, so what arrives meanwhile comes in one
+        # larger read, one wake-up of the loop instead of one per few frames. A receipt wait or
+        # closing down lifts the rest (a soft pause); a lone frame after a quiet spell is read at once.
+        if self._rest is None and not self.closed.done():
+            self._pauses[_RESTING] = False
+            self._apply_flow()
+            self._rest = self._loop.call_later(self._coalesce, self._end_rest)
+
+    def _end_rest(self) -> None:
+        self._rest = None
+        self.resume_reading(_RESTING)
 
     def _dispatch(self, events: List[Any]) -> None:
         for event in events:
@@ -389,6 +412,8 @@ class Session:
                 waiter.exception()  # retrieved: a waiter nobody awaits must not warn
         self._receipts.clear()
         self.closed.set_result(None)
+        if self._rest is not None:
+            self._rest.cancel()
         self._writable.set()
         self._can_write = True
         if self._ticker is not None and self._ticker is not asyncio.current_task():

@@ -40,7 +40,8 @@ class ClientConnection(ConnectionCore):
 
     #: Builds the event of each MESSAGE from ``(frame, subscription, message_id, ack_id,
     #: destination)``. Internal: a transport that wraps every message in an object of its own
-    #: (:mod:`fastframe.aio`) sets it on its connection, so one object per message is built, not two.
+    #: (:mod:`fastframe.aio`) sets it on its connection, so one object per message is built, not two;
+    #: one that returns None has delivered the message itself, and no event is added for it.
     _make_message: Callable[..., Any] = staticmethod(_message_event)
 
     def __init__(self, **options: Any) -> None:
@@ -116,7 +117,9 @@ class ClientConnection(ConnectionCore):
             if type(item) is Heartbeat:
                 append(_BEAT)
             elif item.command == "MESSAGE" and self.state is _CONNECTED:
-                append(on_message(item, events))
+                message = on_message(item, events)
+                if message is not None:
+                    append(message)
             else:
                 super()._dispatch(item, events)
 
@@ -124,7 +127,9 @@ class ClientConnection(ConnectionCore):
         # the everyday frame, a MESSAGE on an open session, without the general path's calls; a
         # strict connection checks every frame against the specification first (the shared path)
         if frame.command == "MESSAGE" and self.state is _CONNECTED and not self.strict:
-            events.append(self._on_message(frame, events))
+            message = self._on_message(frame, events)
+            if message is not None:
+                events.append(message)
         else:
             super()._dispatch(frame, events)
 
