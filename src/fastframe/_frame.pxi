@@ -56,6 +56,13 @@ cdef class Frame:
 
     def get(self, name, default=None):
         """The value of the first header called ``name``, else ``default``."""
+        cdef object key
+        if type(name) is str:  # the usual call: compare as str (identity, length, then bytes)
+            for pair in self._headers:
+                key = (<tuple>pair)[0]
+                if key is name or (type(key) is str and <str>key == <str>name):
+                    return (<tuple>pair)[1]
+            return default
         for pair in self._headers:
             if (<tuple>pair)[0] == name:
                 return (<tuple>pair)[1]

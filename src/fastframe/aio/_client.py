@@ -279,6 +279,20 @@ class Client:
                 session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction)
             )
             return
+        await self._send(destination, body, headers, content_type, transaction, receipt, timeout)
+
+    async def _send(
+        self,
+        destination: str,
+        body: Union[bytes, str],
+        headers: Headers,
+        content_type: Optional[str],
+        transaction: Optional[str],
+        receipt: bool,
+        timeout: Optional[float],
+    ) -> None:
+        # send()'s general path, in a function of its own: the closure's cells would otherwise be
+        # made on every call of send(), the everyday path included
         await self._request(
             lambda conn, rid: conn.send(
                 destination, body, headers, content_type=content_type, transaction=transaction, receipt=rid

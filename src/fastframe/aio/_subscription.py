@@ -163,7 +163,12 @@ def message_factory(client: ClientLike, session: Session, *, deliver: bool = Tru
         message._ack_id, message._destination = ack_id, destination
         message._client, message._session, message._event = client, session, None
         sub = subscriptions.get(subscription or "")
-        if sub is not None:
+        if sub is None:
+            return
+        queue = sub._queue
+        if len(queue) < sub.max_queue - 1 and sub._waiter is None and not client._closing:
+            queue.append(message)  # room after it, nobody waiting: all that _put would do
+        else:
             sub._put(message, client._closing)
 
     return make_and_deliver
@@ -211,8 +216,10 @@ class Subscription:
                 self._hard, self._paused_on = hard, session
                 session.pause_reading(self, hard=hard)
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
+        if waiter is not None:
+            self._waiter = None  # woken once: the messages after this one need not look at it
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _finish(self, error: Optional[BaseException]) -> None:
         """No more messages: iteration stops (``error`` None) or raises ``error`` once the queue is empty."""
@@ -236,8 +243,10 @@ class Subscription:
 
     async def __anext__(self) -> Message:
         queue = self._queue
+        if queue and self._paused_on is None and not self._hard:
+            return queue.popleft()  # reading is not paused for this queue: _take would do no more
         if not self._hard and len(queue) > self.max_queue // 2 + 1:
-            return queue.popleft()  # the usual case while messages stream in: _take would do no more
+            return queue.popleft()  # paused, but not yet half consumed: _take would do no more
         if queue:
             return self._take()  # no wait, no second coroutine
         try:

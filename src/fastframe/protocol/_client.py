@@ -175,6 +175,20 @@ class ClientConnection(ConnectionCore):
     def _on_message(self, frame: Any, events: List[Event]) -> Any:
         get = frame.get
         message_id = get("message-id")
+        sub_id = get("subscription")
+        known = self.subscriptions.get(sub_id) if sub_id is not None else None
+        if known is None or type(message_id) is not str:
+            return self._on_unusual_message(frame, events)
+        # the everyday MESSAGE: for an open subscription, with its message-id
+        ack_id = (get("ack") if self.version == "1.2" else None) or message_id
+        if known[1] != "auto":
+            self.unacked[ack_id] = (sub_id, message_id)
+        return self._make_message(frame, sub_id, message_id, ack_id, get("destination"))
+
+    def _on_unusual_message(self, frame: Any, events: List[Event]) -> Any:
+        # no message-id, no subscription (1.0), an unknown or just closed subscription: every check
+        get = frame.get
+        message_id = get("message-id")
         if message_id is None:
             self._require(frame, events, "message-id")  # raises
         message_id = str(message_id)
@@ -215,7 +229,8 @@ class ClientConnection(ConnectionCore):
             pairs.append(("content-type", content_type))
         if transaction is not None or headers is not None:
             pairs += self._tx_header(transaction, "SEND") + header_list(headers)
-        body = bytes(body)
+        if type(body) is not bytes:
+            body = bytes(body)
         if (
             receipt is None
             and self.state is _CONNECTED
