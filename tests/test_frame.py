@@ -121,6 +121,19 @@ def test_get(codec: ModuleType) -> None:
     assert frame.get("FOO") is None  # names are case sensitive
 
 
+def test_get_matches_names_by_value_whatever_the_object(codec: ModuleType) -> None:
+    class Name(str):
+        pass
+
+    (decoded,) = codec.decode(b"MESSAGE\nmessage-id:7\nx\xc3\xa9:1\nxe:2\n\n\0")
+    for frame in (decoded, codec.Frame("MESSAGE", [("message-id", "7"), ("x\u00e9", "1"), ("xe", "2")])):
+        assert frame.get("".join(["message", "-id"])) == "7"  # equal, not the same object
+        assert frame.get(Name("message-id")) == "7"  # a str subclass
+        assert frame.get("x\u00e9") == "1" and frame.get("xe") == "2"  # same length, other bytes
+        assert frame.get("message-i") is None and frame.get("message-idx") is None
+        assert frame.get(b"message-id") is None and frame.get(None, "d") == "d"  # not a str: no match
+
+
 def test_get_all(codec: ModuleType) -> None:
     frame = codec.Frame("MESSAGE", HEADERS)
     assert frame.get_all("foo") == ["World", "Hello"]
