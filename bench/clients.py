@@ -7,11 +7,11 @@ Each client runs in a child process of its own (``--child NAME``), so no client 
 an import or a garbage collector with another. The child opens two connections with the client's
 public API, a consumer (SUBSCRIBE ``ack:auto`` on ``/queue/fastframe-bench-<client>``) and a producer,
 sends N bodies of the given size as fast as the client lets it while the consumer receives them, and
-stops when the consumer has all N. ``fastframe-coalesced`` is the same client with
-``connect(coalesce_reads=0.002)``: the socket rests 2 ms after each read, so RabbitMQ's stream
-arrives in fewer, larger reads (fewer wake-ups of the loop: far less CPU per message); what that
-costs is latency, so the fastframe rows also time ``--round-trips`` SEND-to-MESSAGE round trips one
-message at a time, after the timed region. The timed region runs from the first connect to the last body
+stops when the consumer has all N. ``fastframe`` runs with its defaults, so after a read that
+brought several frames the socket rests ``coalesce_reads`` (2 ms) and a stream arrives in fewer,
+larger reads; ``fastframe-no-rest`` is the same client with ``coalesce_reads=0`` (every frame read
+as soon as it arrives). What a rest could cost is latency, so both fastframe rows also time
+``--round-trips`` SEND-to-MESSAGE round trips, one message at a time, after the timed region. The timed region runs from the first connect to the last body
 received (connects, subscribe, every SEND and MESSAGE, closes); ``time.process_time()`` over that
 region is the client's own CPU time, all its threads included (the broker's CPU is not counted: it is
 another process). Each client's package is imported before the timed region: an import is start-up
@@ -36,20 +36,20 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-CLIENTS = ("fastframe", "fastframe-coalesced", "stomp.py", "stompman", "aiostomp")
-COALESCE = 0.002  # fastframe-coalesced: connect(coalesce_reads=...), seconds
+CLIENTS = ("fastframe", "fastframe-no-rest", "stomp.py", "stompman", "aiostomp")
+FASTFRAME_REST = {"fastframe": None, "fastframe-no-rest": 0.0}  # connect(coalesce_reads=...); None: the default
 BASELINES = ("stomp.py", "stompman")
 GOAL = 5.0  # fastframe's messages per client CPU-second, as a multiple of each baseline's
 DIST = {
     "fastframe": "fastframe",
-    "fastframe-coalesced": "fastframe",
+    "fastframe-no-rest": "fastframe",
     "stomp.py": "stomp.py",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
 }
 MODULES = {
     "fastframe": "fastframe.aio",
-    "fastframe-coalesced": "fastframe.aio",
+    "fastframe-no-rest": "fastframe.aio",
     "stomp.py": "stomp",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
@@ -228,7 +228,7 @@ def run_aiostomp(host: str, port: int, dest: str, payloads: List[bytes], got: Co
 
 
 async def _fastframe(
-    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, coalesce: float = 0.0
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, rest: Optional[float]
 ) -> None:
     try:
         import fastframe.aio
@@ -236,8 +236,8 @@ async def _fastframe(
         raise Unavailable(f"fastframe.aio is not available ({exc})") from exc
     # RabbitMQ takes CONNECT's host header as the vhost; escapes="1.2" is what it speaks on every version
     options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
-    if coalesce:
-        options["coalesce_reads"] = coalesce
+    if rest is not None:
+        options["coalesce_reads"] = rest
     async with (
         fastframe.aio.connect(host, port, **options) as consumer,
         fastframe.aio.connect(host, port, **options) as producer,
@@ -260,22 +260,24 @@ async def _fastframe(
 
 
 def run_fastframe(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
-    asyncio.run(_fastframe(host, port, dest, payloads, got, timeout))
+    asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, FASTFRAME_REST["fastframe"]))
 
 
-def run_fastframe_coalesced(
+def run_fastframe_no_rest(
     host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float
 ) -> None:
-    asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, coalesce=COALESCE))
+    asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, FASTFRAME_REST["fastframe-no-rest"]))
 
 
-async def _fastframe_round_trips(host: str, port: int, dest: str, n: int, coalesce: float) -> List[float]:
+async def _fastframe_round_trips(host: str, port: int, dest: str, n: int, rest: Optional[float]) -> List[float]:
     """Seconds from each SEND to its MESSAGE, one message in flight at a time (what coalescing costs)."""
     import fastframe.aio
 
     options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
+    if rest is not None:
+        options["coalesce_reads"] = rest
     times = []
-    async with fastframe.aio.connect(host, port, coalesce_reads=coalesce, **options) as client:
+    async with fastframe.aio.connect(host, port, **options) as client:
         async with await client.subscribe(dest + "-rtt") as subscription:
             for i in range(n):
                 body = b"rtt %d" % i
@@ -289,7 +291,7 @@ async def _fastframe_round_trips(host: str, port: int, dest: str, n: int, coales
 
 RUNNERS: Dict[str, Runner] = {
     "fastframe": run_fastframe,
-    "fastframe-coalesced": run_fastframe_coalesced,
+    "fastframe-no-rest": run_fastframe_no_rest,
     "stomp.py": run_stomp_py,
     "stompman": run_stompman,
     "aiostomp": run_aiostomp,
@@ -315,9 +317,8 @@ def child(name: str, host: str, port: int, n: int, size: int, timeout: float, ro
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     counts = check(token, got.bodies, n, size)
     result.update(wall_s=wall, cpu_s=cpu, **counts, finished=got.current >= n)
-    if name.startswith("fastframe") and round_trips:  # after the timed region
-        coalesce = COALESCE if name == "fastframe-coalesced" else 0.0
-        times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, coalesce)))
+    if name in FASTFRAME_REST and round_trips:  # after the timed region
+        times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, FASTFRAME_REST[name])))
         result.update(rtt_median_ms=times[len(times) // 2] * 1e3, rtt_p99_ms=times[int(len(times) * 0.99)] * 1e3)
     return result
 
@@ -408,7 +409,7 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
             f"{ratios[0]} | {ratios[1]} | {rtt} | {result} |"
         )
     out += ["", f"Goal ≥ {GOAL:.0f}× messages per client CPU-second:"]
-    for name in ("fastframe", "fastframe-coalesced"):
+    for name in FASTFRAME_REST:
         ff = rates.get(name)
         goals = [
             f"{base}: {ff / rates[base]:.1f}× ({'met' if ff / rates[base] >= GOAL else 'NOT met'})"  # type: ignore

@@ -37,15 +37,15 @@ def test_a_burst_arrives_in_fewer_reads_with_every_message_in_order(run):
             async with aio.connect("127.0.0.1", server.port, coalesce_reads=rest, wire_hook=hook) as client:
                 sub = await client.subscribe("/q")
                 peer = server.connected[0]
-                await asyncio.sleep(2 * rest)  # the rest after the subscription's receipt is over
                 first = len(reads)
                 started = time.monotonic()
-                for n in range(40):  # 40 writes, each its own segment on the wire
-                    peer.deliver(sub.id, b"m%d" % n)
+                for n in range(40):  # 40 writes of 3 frames each, each write its own segment on the wire
+                    for k in range(3):
+                        peer.deliver(sub.id, b"m%d" % (3 * n + k))
                     await asyncio.sleep(0.002)
                 burst = time.monotonic() - started
-                bodies = [(await sub.get(timeout=5)).body for _ in range(40)]
-                assert bodies == [b"m%d" % n for n in range(40)]
+                bodies = [(await sub.get(timeout=5)).body for _ in range(120)]
+                assert bodies == [b"m%d" % n for n in range(120)]
                 burst_reads = len(reads) - first
                 # one read, then at most one per rest while the burst lasts (whatever the machine's speed)
                 assert 1 <= burst_reads <= 2 + burst / rest, (burst_reads, burst)
@@ -54,7 +54,22 @@ def test_a_burst_arrives_in_fewer_reads_with_every_message_in_order(run):
     run(main())
 
 
-def test_a_message_after_a_quiet_spell_is_read_at_once_and_the_next_waits_for_the_rest(run):
+def test_a_reply_awaited_one_at_a_time_is_never_held(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, coalesce_reads=1.0) as client:
+                sub = await client.subscribe("/q")
+                for n in range(5):  # each MESSAGE comes alone (a read of one frame starts no rest)
+                    started = time.monotonic()
+                    await client.send("/q", b"%d" % n)
+                    assert (await sub.get(timeout=5)).body == b"%d" % n
+                    assert time.monotonic() - started < 0.5
+                    assert client.session.is_reading()
+
+    run(main())
+
+
+def test_a_message_during_a_rest_waits_for_its_end_and_one_after_it_does_not(run):
     rest = 0.5
 
     async def main():
@@ -62,18 +77,23 @@ def test_a_message_after_a_quiet_spell_is_read_at_once_and_the_next_waits_for_th
             async with aio.connect("127.0.0.1", server.port, coalesce_reads=rest) as client:
                 sub = await client.subscribe("/q")
                 peer = server.connected[0]
-                await asyncio.sleep(rest + 0.2)  # quiet: no rest is running
+                for n in range(3):  # one write, one read of three frames: a burst, so a rest begins
+                    peer.deliver(sub.id, b"burst %d" % n)
+                for n in range(3):
+                    assert (await sub.get(timeout=5)).body == b"burst %d" % n
+                assert not client.session.is_reading()
                 sent = time.monotonic()
-                peer.deliver(sub.id, b"first")
-                assert (await sub.get(timeout=5)).body == b"first"
-                first_latency = time.monotonic() - sent
+                peer.deliver(sub.id, b"during")
+                assert (await sub.get(timeout=5)).body == b"during"
+                during = time.monotonic() - sent
+                await asyncio.sleep(rest)  # quiet: that read was of one frame, no rest runs
+                assert client.session.is_reading()
                 sent = time.monotonic()
-                peer.deliver(sub.id, b"second")  # during the rest the first read began
-                assert (await sub.get(timeout=5)).body == b"second"
-                second_latency = time.monotonic() - sent
-            assert first_latency < rest / 2, first_latency
-            assert second_latency > rest / 2, second_latency  # it waited in the socket until the rest ended
-            assert second_latency < rest + 2.0
+                peer.deliver(sub.id, b"after")
+                assert (await sub.get(timeout=5)).body == b"after"
+                after = time.monotonic() - sent
+            assert rest / 2 < during < rest + 2.0, during  # it waited in the socket until the rest ended
+            assert after < rest / 2, after
 
     run(main())
 
@@ -82,13 +102,16 @@ def test_a_receipt_wait_lifts_the_rest(run):
     async def main():
         async with FakeServer() as server:
             async with aio.connect("127.0.0.1", server.port, coalesce_reads=1.0) as client:
-                sub = await client.subscribe("/q")  # its RECEIPT's read began a rest of 1 s
+                sub = await client.subscribe("/q")
+                for n in range(3):  # a burst: a rest of 1 s begins
+                    server.connected[0].deliver(sub.id, b"%d" % n)
+                for _ in range(3):
+                    await sub.get(timeout=5)
                 assert not client.session.is_reading()
                 started = time.monotonic()
                 await client.send("/q", b"x", receipt=True, timeout=5)
                 assert time.monotonic() - started < 0.5
                 assert (await sub.get(timeout=5)).body == b"x"
-            # and the DISCONNECT's receipt did not wait for a rest either (the exit returned)
 
     run(main())
 
@@ -118,9 +141,13 @@ def test_closing_during_a_rest_cancels_it(run):
     async def main():
         async with FakeServer() as server:
             client = await aio.connect("127.0.0.1", server.port, coalesce_reads=1.0)
-            await client.subscribe("/q")
+            sub = await client.subscribe("/q")
+            for n in range(3):  # a burst: a rest of 1 s begins
+                server.connected[0].deliver(sub.id, b"%d" % n)
+            for _ in range(3):
+                await sub.get(timeout=5)
             session = client.session
-            assert session._rest is not None  # resting after the subscription's receipt
+            assert session._rest is not None
             started = time.monotonic()
             await client.disconnect(timeout=5)
             assert time.monotonic() - started < 0.5

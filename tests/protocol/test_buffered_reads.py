@@ -166,3 +166,20 @@ def test_misuse_of_the_pair():
     assert client.buffer_updated(0) == []
     with pytest.raises(RuntimeError):
         client.buffer_updated(0)  # each buffer lent is filled once
+
+
+def test_frames_received_counts_the_frames_and_heart_beats_of_each_read():
+    client, server = pair()
+    sub = client.subscribe("s", "/q")
+    server.receive_data(sub)
+    stream = server.message("s", b"one") + b"\n" + server.message("s", b"two") + b"\n\n"
+    before = client.frames_received
+    events = client.receive_data(stream[:5])  # no frame complete yet
+    assert events == [] and client.frames_received == before
+    client.receive_data(stream[5:])
+    assert client.frames_received == before + 5  # two MESSAGEs, three EOLs
+    buffer = client.get_buffer(-1)
+    data = server.message("s", b"three")
+    buffer[: len(data)] = data
+    client.buffer_updated(len(data))
+    assert client.frames_received == before + 6

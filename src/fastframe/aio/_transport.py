@@ -37,6 +37,9 @@ WireHook = Callable[[str, bytes], None]
 _READ_SIZE = 256 * 1024  # asyncio's own read size for a plain Protocol
 _CORK_LIMIT = 64 * 1024  # bytes held back within one loop iteration before they are written at once
 _RESTING = "resting"  # the pause reason of coalesce_reads: the socket rests between reads
+# a read of at most this many frames and heart-beats starts no rest: one frame, and the EOL that
+# RabbitMQ and ActiveMQ write after each frame (the decoder reports it as a heart-beat)
+_LONE = 2
 
 
 class _Reader(asyncio.Protocol):
@@ -166,6 +169,7 @@ class Session:
     def _data(self, data: bytes) -> None:
         if self._wire_hook is not None:
             self._wire_hook("in", data)
+        before = self.conn.frames_received
         try:
             events = self.conn.receive_data(data, self._loop.time())
         except ProtocolError as exc:
@@ -173,12 +177,13 @@ class Session:
             self.abort(exc)
             return
         self._dispatch(events)
-        if self._coalesce and len(data) < _READ_SIZE:
+        if self._coalesce and self.conn.frames_received - before > _LONE and len(data) < _READ_SIZE:
             self._rest_reads()
 
     def _received(self, nbytes: int, buffer: Optional[memoryview]) -> None:
         if self._wire_hook is not None and buffer is not None:
             self._wire_hook("in", bytes(buffer[:nbytes]))
+        before = self.conn.frames_received
         try:
             events = self.conn.buffer_updated(nbytes, self._loop.time())
         except ProtocolError as exc:
@@ -186,13 +191,15 @@ class Session:
             self.abort(exc)
             return
         self._dispatch(events)
-        if self._coalesce and nbytes < _READ_SIZE:  # (a full read: more is waiting, read it now)
+        if self._coalesce and self.conn.frames_received - before > _LONE and nbytes < _READ_SIZE:
             self._rest_reads()
 
     def _rest_reads(self) -> None:
-        # coalesce_reads: after a read the socket rests, so what arrives meanwhile comes in one
-        # larger read, one wake-up of the loop instead of one per few frames. A receipt wait or
-        # closing down lifts the rest (a soft pause); a lone frame after a quiet spell is read at once.
+        # coalesce_reads: after a read that brought a burst (frames arriving faster than one per
+        # wake-up) the socket rests, so what arrives meanwhile comes in one larger read, one wake-up
+        # of the loop instead of one per few frames. A read of one frame (a lone message, a reply
+        # awaited one at a time: see _LONE) starts no rest, nor does a full one (more is waiting:
+        # read it now); a receipt wait or closing down lifts a rest (a soft pause).
         if self._rest is None and not self.closed.done():
             self._pauses[_RESTING] = False
             self._apply_flow()
@@ -335,7 +342,8 @@ class Session:
         self._apply_flow()
 
     def is_reading(self) -> bool:
-        """Whether the socket is being read (False while paused by a full queue)."""
+        """Whether the socket is being read (False while paused by a full queue, and during a rest of
+        ``coalesce_reads`` between two reads of a burst)."""
         return self.transport is not None and self.transport.is_reading()
 
     # ------------------------------------------------------------------ heart-beats

@@ -112,6 +112,8 @@ class ConnectionCore:
         self._lent_decoder: Optional[Any] = None
         self._lent = False
         self._scratch = bytearray()
+        #: Frames and heart-beats decoded from the peer so far (a transport compares it across a read).
+        self.frames_received = 0
         #: The frame behind the bytes the last sending method returned (for logging hooks).
         self.last_frame: Optional[Any] = None
 
@@ -234,6 +236,7 @@ class ConnectionCore:
         events, self._ready = self._ready, []
         try:
             items = decoder.buffer_updated(nbytes)
+            self.frames_received += len(items)
         except DecodeError as exc:
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
@@ -278,6 +281,7 @@ class ConnectionCore:
     def _feed_piece(self, data: bytes, events: List[Event]) -> None:
         try:
             items = self._decoder.feed(data)
+            self.frames_received += len(items)
         except DecodeError as exc:
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
