@@ -54,6 +54,31 @@ def test_a_burst_arrives_in_fewer_reads_with_every_message_in_order(run):
     run(main())
 
 
+def test_a_stream_of_one_frame_per_write_is_coalesced_too(run):
+    rest = 0.05
+
+    async def main():
+        reads, hook = _counting_reads()
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, coalesce_reads=rest, wire_hook=hook) as client:
+                sub = await client.subscribe("/q")
+                peer = server.connected[0]
+                await asyncio.sleep(2 * rest)
+                first = len(reads)
+                started = time.monotonic()
+                for n in range(40):
+                    peer.deliver(sub.id, b"m%d" % n)
+                    await asyncio.sleep(0.002)
+                burst = time.monotonic() - started
+                assert [(await sub.get(timeout=5)).body for _ in range(40)] == [b"m%d" % n for n in range(40)]
+                burst_reads = len(reads) - first
+                # the first read is at once (after a quiet spell), the second follows it closely: a
+                # stream, so from then on one read per rest
+                assert 2 <= burst_reads <= 3 + burst / rest, (burst_reads, burst)
+
+    run(main())
+
+
 def test_a_reply_awaited_one_at_a_time_is_never_held(run):
     async def main():
         async with FakeServer() as server:

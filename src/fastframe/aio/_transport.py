@@ -132,6 +132,9 @@ class Session:
         self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
         self._coalesce = coalesce_reads
         self._rest: Optional[asyncio.TimerHandle] = None  # ends the socket's rest after a read
+        self._burst_until = 0.0  # (loop time) a read before this continues a burst
+        self._last_read = -1.0  # (loop time) of the last read
+        self._wrote = False  # since the last read: what we read next may be the answer to it
         self._ticker: Optional[asyncio.Task[None]] = None
         self._ending = False
         self._closing_down = False
@@ -170,40 +173,47 @@ class Session:
         if self._wire_hook is not None:
             self._wire_hook("in", data)
         before = self.conn.frames_received
+        now = self._loop.time()
         try:
-            events = self.conn.receive_data(data, self._loop.time())
+            events = self.conn.receive_data(data, now)
         except ProtocolError as exc:
             self._dispatch(exc.events)
             self.abort(exc)
             return
         self._dispatch(events)
-        if self._coalesce and self.conn.frames_received - before > _LONE and len(data) < _READ_SIZE:
-            self._rest_reads()
+        if self._coalesce and len(data) < _READ_SIZE:
+            self._after_read(self.conn.frames_received - before, now)
 
     def _received(self, nbytes: int, buffer: Optional[memoryview]) -> None:
         if self._wire_hook is not None and buffer is not None:
             self._wire_hook("in", bytes(buffer[:nbytes]))
         before = self.conn.frames_received
+        now = self._loop.time()
         try:
-            events = self.conn.buffer_updated(nbytes, self._loop.time())
+            events = self.conn.buffer_updated(nbytes, now)
         except ProtocolError as exc:
             self._dispatch(exc.events)
             self.abort(exc)
             return
         self._dispatch(events)
-        if self._coalesce and self.conn.frames_received - before > _LONE and nbytes < _READ_SIZE:
-            self._rest_reads()
+        if self._coalesce and nbytes < _READ_SIZE:  # (a full read: more is waiting, read it now)
+            self._after_read(self.conn.frames_received - before, now)
 
-    def _rest_reads(self) -> None:
-        # coalesce_reads: after a read that brought a burst (frames arriving faster than one per
-        # wake-up) the socket rests, so what arrives meanwhile comes in one larger read, one wake-up
-        # of the loop instead of one per few frames. A read of one frame (a lone message, a reply
-        # awaited one at a time: see _LONE) starts no rest, nor does a full one (more is waiting:
-        # read it now); a receipt wait or closing down lifts a rest (a soft pause).
-        if self._rest is None and not self.closed.done():
+    def _after_read(self, frames: int, now: float) -> None:
+        # coalesce_reads: while a stream flows the socket rests after each read, so what arrives
+        # meanwhile comes in one larger read: one wake-up of the loop instead of one per frame or
+        # few. A stream: a read of several frames (see _LONE), or one that follows the previous read
+        # within a rest while we wrote nothing in between; it goes on while reads follow within a
+        # rest of each other's. Anything else is read at once: a lone message after a quiet spell,
+        # the answer to what we just sent. A receipt wait or closing down lifts a rest (a soft pause).
+        soon = now < self._last_read + self._coalesce
+        stream = frames > _LONE or now < self._burst_until or (soon and not self._wrote)
+        self._last_read, self._wrote = now, False
+        if stream and self._rest is None and not self.closed.done():
             self._pauses[_RESTING] = False
             self._apply_flow()
             self._rest = self._loop.call_later(self._coalesce, self._end_rest)
+            self._burst_until = now + 2 * self._coalesce  # the rest, then as long again for the next read
 
     def _end_rest(self) -> None:
         self._rest = None
@@ -277,6 +287,7 @@ class Session:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
             self.conn.data_sent(self._loop.time())  # once per write to the socket, not per frame
+            self._wrote = True
 
     @property
     def writable(self) -> bool:
