@@ -46,7 +46,16 @@ def test_collector_finishes_on_the_runs_own_bodies_only() -> None:
 def test_a_small_run_verifies_every_body(tmp_path: Path) -> None:
     require_broker(BROKERS["rabbitmq"])
     out = tmp_path / "clients.md"
-    cmd = [sys.executable, "-m", "bench.clients", "--only", "fastframe,stomp.py", "--messages", "2000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bench.clients",
+        "--only",
+        "fastframe,fastframe-no-rest,stomp.py",
+        "--messages",
+        "2000",
+    ]
+    cmd += ["--round-trips", "20"]
     proc = subprocess.run(
         [*cmd, "--timeout", "60", "--markdown", str(out)], cwd=REPO, capture_output=True, text=True, timeout=200
     )
@@ -54,6 +63,11 @@ def test_a_small_run_verifies_every_body(tmp_path: Path) -> None:
     rows = [
         line for line in out.read_text().splitlines() if line.startswith("| fastframe") or line.startswith("| stomp")
     ]
-    assert len(rows) == 2
+    assert len(rows) == 3
     for row in rows:
         assert row.endswith("| all bodies verified |"), row
+        round_trips = row.split("|")[-3].strip()  # "median / p99" in ms for the fastframe rows
+        assert (round_trips == "-") == row.startswith("| stomp"), row
+        if round_trips != "-":
+            median, p99 = (float(x) for x in round_trips.split(" / "))
+            assert 0 < median <= p99
