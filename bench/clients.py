@@ -11,7 +11,8 @@ stops when the consumer has all N. ``fastframe`` runs with its defaults, so afte
 brought several frames the socket rests ``coalesce_reads`` (2 ms) and a stream arrives in fewer,
 larger reads; ``fastframe-no-rest`` is the same client with ``coalesce_reads=0`` (every frame read
 as soon as it arrives). What a rest could cost is latency, so both fastframe rows also time
-``--round-trips`` SEND-to-MESSAGE round trips, one message at a time, after the timed region. The timed region runs from the first connect to the last body
+``--round-trips`` SEND-to-MESSAGE round trips, one message at a time, after the timed region: sent and
+received on one connection, then sent on one and received on another (median / p99 ms). The timed region runs from the first connect to the last body
 received (connects, subscribe, every SEND and MESSAGE, closes); ``time.process_time()`` over that
 region is the client's own CPU time, all its threads included (the broker's CPU is not counted: it is
 another process). Each client's package is imported before the timed region: an import is start-up
@@ -269,8 +270,11 @@ def run_fastframe_no_rest(
     asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, FASTFRAME_REST["fastframe-no-rest"]))
 
 
-async def _fastframe_round_trips(host: str, port: int, dest: str, n: int, rest: Optional[float]) -> List[float]:
-    """Seconds from each SEND to its MESSAGE, one message in flight at a time (what coalescing costs)."""
+async def _fastframe_round_trips(
+    host: str, port: int, dest: str, n: int, rest: Optional[float], connections: int
+) -> List[float]:
+    """Seconds from each SEND to its MESSAGE, one message in flight at a time (what a rest could cost),
+    sent and received on one connection, or sent on one and received on another."""
     import fastframe.aio
 
     options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
@@ -278,14 +282,19 @@ async def _fastframe_round_trips(host: str, port: int, dest: str, n: int, rest: 
         options["coalesce_reads"] = rest
     times = []
     async with fastframe.aio.connect(host, port, **options) as client:
-        async with await client.subscribe(dest + "-rtt") as subscription:
-            for i in range(n):
-                body = b"rtt %d" % i
-                started = time.perf_counter()
-                await client.send(dest + "-rtt", body)
-                while (await subscription.get(timeout=10)).body != body:
-                    pass  # left by an aborted earlier run
-                times.append(time.perf_counter() - started)
+        sender = client if connections == 1 else await fastframe.aio.connect(host, port, **options)
+        try:
+            async with await client.subscribe(dest + "-rtt") as subscription:
+                for i in range(n):
+                    body = b"rtt %d" % i
+                    started = time.perf_counter()
+                    await sender.send(dest + "-rtt", body)
+                    while (await subscription.get(timeout=10)).body != body:
+                        pass  # left by an aborted earlier run
+                    times.append(time.perf_counter() - started)
+        finally:
+            if sender is not client:
+                await sender.disconnect()
     return times
 
 
@@ -318,8 +327,11 @@ def child(name: str, host: str, port: int, n: int, size: int, timeout: float, ro
     counts = check(token, got.bodies, n, size)
     result.update(wall_s=wall, cpu_s=cpu, **counts, finished=got.current >= n)
     if name in FASTFRAME_REST and round_trips:  # after the timed region
-        times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, FASTFRAME_REST[name])))
-        result.update(rtt_median_ms=times[len(times) // 2] * 1e3, rtt_p99_ms=times[int(len(times) * 0.99)] * 1e3)
+        for connections in (1, 2):
+            rest = FASTFRAME_REST[name]
+            times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, rest, connections)))
+            median, p99 = times[len(times) // 2] * 1e3, times[int(len(times) * 0.99)] * 1e3
+            result[f"rtt{connections}_ms"] = [median, p99]
     return result
 
 
@@ -380,8 +392,8 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
         "process; one run.",
         "",
         "| client | version | messages/s | client CPU µs/message | messages per client CPU-s "
-        "| vs stomp.py | vs stompman | round trip median / p99 ms | result |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| vs stomp.py | vs stompman | round trip ms, one connection | two connections | result |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
         rate = rates[row["client"]]
@@ -403,10 +415,12 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
             base_rate = rates.get(base)
             ratios.append(f"{rate / base_rate:.1f}×" if rate and base_rate else "-")
         per_s = f"{rate:,.0f}" if rate else "-"
-        rtt = f"{row['rtt_median_ms']:.2f} / {row['rtt_p99_ms']:.2f}" if "rtt_median_ms" in row else "-"
+        rtts = [
+            "{:.2f} / {:.2f}".format(*row[key]) if key in row else "-" for key in ("rtt1_ms", "rtt2_ms")
+        ]  # median / p99
         out.append(
             f"| {row['client']} | {row.get('version', '-')} | {speed} | {cpu_us} | {per_s} | "
-            f"{ratios[0]} | {ratios[1]} | {rtt} | {result} |"
+            f"{ratios[0]} | {ratios[1]} | {rtts[0]} | {rtts[1]} | {result} |"
         )
     out += ["", f"Goal ≥ {GOAL:.0f}× messages per client CPU-second:"]
     for name in FASTFRAME_REST:
@@ -429,7 +443,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--size", type=int, default=200, help="body size in bytes (default 200)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one client may take")
     parser.add_argument(
-        "--round-trips", type=int, default=500, help="fastframe rows: SEND-to-MESSAGE round trips timed one at a time"
+        "--round-trips",
+        type=int,
+        default=500,
+        help="fastframe rows: SEND-to-MESSAGE round trips timed one at a time, on one connection and across two",
     )
     parser.add_argument("--only", default=",".join(CLIENTS), help="comma-separated: " + ", ".join(CLIENTS))
     parser.add_argument("--markdown", help="also write the table to this file")

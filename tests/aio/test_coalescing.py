@@ -81,6 +81,22 @@ def test_a_reply_awaited_one_at_a_time_is_never_held(run):
     run(main())
 
 
+def test_a_reply_read_on_another_connection_of_the_process_is_never_held(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, coalesce_reads=1.0) as receiver:
+                async with aio.connect("127.0.0.1", server.port, coalesce_reads=1.0) as sender:
+                    sub = await receiver.subscribe("/q")
+                    for n in range(5):  # reads close together on the receiver, but each follows a send
+                        started = time.monotonic()
+                        await sender.send("/q", b"%d" % n)
+                        assert (await sub.get(timeout=5)).body == b"%d" % n
+                        assert time.monotonic() - started < 0.5
+                        assert receiver.session.is_reading()
+
+    run(main())
+
+
 def test_a_message_during_a_rest_waits_for_its_end_and_one_after_it_does_not(run):
     rest = 0.5
 

@@ -459,10 +459,11 @@ def connect(
     retries them with backoff, also after the connection drops, and re-subscribes. ``timeout``
     bounds receipts, drains and waits for a reconnect. ``coalesce_reads`` (seconds, default 2 ms, 0 = off):
     while messages stream in (a read of several frames, or reads closer together than this with
-    nothing sent between them) the socket rests this long after each read, so the stream arrives in
-    fewer, larger reads: about half the CPU per message, for at most that much added latency to a
-    message that arrives during a rest. A lone message after a quiet spell, and the answer to what
-    this connection just sent, are read as soon as they arrive; a receipt wait ends a rest. ``options`` go to
+    nothing sent by the process between them) the socket rests this long after each read, so the
+    stream arrives in fewer, larger reads: about half the CPU per message, for at most that much
+    added latency to a message that arrives during a rest. A lone message after a quiet spell, and
+    the answer to what the process just sent (on this connection or another), are read as soon as
+    they arrive; a receipt wait ends a rest. ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,
     decoder limits and tolerances).
     """

@@ -42,6 +42,13 @@ _RESTING = "resting"  # the pause reason of coalesce_reads: the socket rests bet
 _LONE = 2
 
 
+class _Writes:
+    """How many times a session of this process wrote to its socket: a read that follows one of them
+    may be the answer to it, on this connection or another (a request sent here, its reply read there)."""
+
+    count = 0
+
+
 class _Reader(asyncio.Protocol):
     """The reading path as a plain ``Protocol``: each chunk the loop read is handed to the session."""
 
@@ -134,7 +141,7 @@ class Session:
         self._rest: Optional[asyncio.TimerHandle] = None  # ends the socket's rest after a read
         self._burst_until = 0.0  # (loop time) a read before this continues a burst
         self._last_read = -1.0  # (loop time) of the last read
-        self._wrote = False  # since the last read: what we read next may be the answer to it
+        self._writes_seen = -1  # _Writes.count at the last read
         self._ticker: Optional[asyncio.Task[None]] = None
         self._ending = False
         self._closing_down = False
@@ -203,12 +210,13 @@ class Session:
         # coalesce_reads: while a stream flows the socket rests after each read, so what arrives
         # meanwhile comes in one larger read: one wake-up of the loop instead of one per frame or
         # few. A stream: a read of several frames (see _LONE), or one that follows the previous read
-        # within a rest while we wrote nothing in between; it goes on while reads follow within a
-        # rest of each other's. Anything else is read at once: a lone message after a quiet spell,
-        # the answer to what we just sent. A receipt wait or closing down lifts a rest (a soft pause).
+        # within a rest while no session of this process wrote in between; it goes on while reads
+        # follow within a rest of each other's. Anything else is read at once: a lone message after
+        # a quiet spell, the answer to what this process just sent (on this connection or another).
+        # A receipt wait or closing down lifts a rest (a soft pause).
         soon = now < self._last_read + self._coalesce
-        stream = frames > _LONE or now < self._burst_until or (soon and not self._wrote)
-        self._last_read, self._wrote = now, False
+        stream = frames > _LONE or now < self._burst_until or (soon and self._writes_seen == _Writes.count)
+        self._last_read, self._writes_seen = now, _Writes.count
         if stream and self._rest is None and not self.closed.done():
             self._pauses[_RESTING] = False
             self._apply_flow()
@@ -287,7 +295,7 @@ class Session:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
             self.conn.data_sent(self._loop.time())  # once per write to the socket, not per frame
-            self._wrote = True
+            _Writes.count += 1
 
     @property
     def writable(self) -> bool:
