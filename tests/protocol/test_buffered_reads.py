@@ -183,3 +183,12 @@ def test_frames_received_counts_the_frames_and_heart_beats_of_each_read():
     buffer[: len(data)] = data
     client.buffer_updated(len(data))
     assert client.frames_received == before + 6
+
+
+def test_frames_received_counts_the_frames_before_an_undecodable_byte():
+    client, server = pair()
+    server.receive_data(client.subscribe("s", "/q"))
+    before = client.frames_received
+    with pytest.raises(RemoteProtocolError):
+        client.receive_data(server.message("s", b"ok") + b"\n" + b"MESSAGE\nx:\\q\n\n\0")  # \q: no escape
+    assert client.frames_received == before + 2  # the MESSAGE and its EOL

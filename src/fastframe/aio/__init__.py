@@ -21,8 +21,9 @@ fails at once with :class:`ConnectionClosedError` (``ServerError`` for an ERROR 
 ``HeartbeatTimeout`` for a silent server), after the messages that arrived before it.
 Heart-beats are sent and checked by the transport, never by user code. A full subscription queue
 pauses reading from the socket (``client.session.is_reading()``) until half of it is consumed.
-After a read that brought a burst of frames the socket rests ``coalesce_reads`` seconds, so a
-fast stream costs fewer wake-ups (0 turns it off; a frame that comes alone is read at once).
+While messages stream in, the socket rests ``coalesce_reads`` seconds after each read, so a fast
+stream costs fewer wake-ups (0 turns it off); a lone message after a quiet spell, and the answer to
+what the process just sent, are read at once.
 ``Reconnect(attempts, initial_delay, max_delay, factor, jitter)`` retries the servers with
 backoff; success means CONNECTED arrived; subscriptions are re-established with the same ids.
 ``frame_hook(direction, frame_or_None)`` sees every frame in and out; ``wire_hook(direction,

@@ -61,7 +61,7 @@ class Client:
         wire_hook: Optional[WireHook],
         rng: Optional[random.Random],
         options: Dict[str, Any],
-        coalesce_reads: float = 0.002,
+        coalesce_reads: float,
     ) -> None:
         if not servers:
             raise ValueError("at least one server is needed")

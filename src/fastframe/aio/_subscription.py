@@ -158,6 +158,7 @@ def message_factory(client: ClientLike, session: Session, *, deliver: bool = Tru
     subscriptions = client._subscriptions  # (the same dict for the client's life)
 
     def make_and_deliver(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> None:
+        # make()'s four lines again rather than a call to it: this runs once per message received
         message = new(Message)
         message._frame, message._subscription, message._message_id = frame, subscription, message_id
         message._ack_id, message._destination = ack_id, destination

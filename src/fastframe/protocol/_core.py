@@ -112,7 +112,8 @@ class ConnectionCore:
         self._lent_decoder: Optional[Any] = None
         self._lent = False
         self._scratch = bytearray()
-        #: Frames and heart-beats decoded from the peer so far (a transport compares it across a read).
+        #: Frames and heart-beats decoded from the peer so far, those before an undecodable byte included
+        #: (a transport compares it across a read).
         self.frames_received = 0
         #: The frame behind the bytes the last sending method returned (for logging hooks).
         self.last_frame: Optional[Any] = None
@@ -238,6 +239,7 @@ class ConnectionCore:
             items = decoder.buffer_updated(nbytes)
             self.frames_received += len(items)
         except DecodeError as exc:
+            self.frames_received += len(exc.frames)
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
         self._dispatch_all(items, events)
@@ -283,6 +285,7 @@ class ConnectionCore:
             items = self._decoder.feed(data)
             self.frames_received += len(items)
         except DecodeError as exc:
+            self.frames_received += len(exc.frames)
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
         self._dispatch_all(items, events)

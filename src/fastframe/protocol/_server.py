@@ -84,7 +84,9 @@ class ServerConnection(ConnectionCore):
             timer.received(now)
         try:
             items = self._decoder.feed(data)
+            self.frames_received += len(items)
         except DecodeError as exc:
+            self.frames_received += len(exc.frames)
             events: List[Event] = []
             self._dispatch_all(exc.frames, events)
             self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
