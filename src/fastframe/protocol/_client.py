@@ -138,7 +138,7 @@ class ClientConnection(ConnectionCore):
         if command == "ERROR":
             receipt_id = frame.get("receipt-id")
             if receipt_id is not None:
-                self.pending_receipts.pop(receipt_id, None)
+                self._take_receipt(receipt_id)
             return Error(frame, frame.get("message"), receipt_id)
         if self.state is State.IDLE:
             self._fail(f"{command} arrived before CONNECT was sent", frame, events)
@@ -150,9 +150,9 @@ class ClientConnection(ConnectionCore):
             return self._on_message(frame, events)
         if command == "RECEIPT":
             (receipt_id,) = self._require(frame, events, "receipt-id")
-            if receipt_id not in self.pending_receipts:
+            for_command = self._take_receipt(receipt_id)
+            if for_command is None:
                 self._fail(f"RECEIPT for unknown receipt id {receipt_id!r}", frame, events)
-            for_command = self.pending_receipts.pop(receipt_id)
             if for_command == "DISCONNECT":
                 self.state = State.CLOSED
             return Receipt(frame, receipt_id, for_command)

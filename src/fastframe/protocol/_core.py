@@ -23,8 +23,10 @@ Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
 
 _BEAT = HeartbeatReceived()  # immutable and field-less: one instance serves every heart-beat
 
-#: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
+#: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation;
+#: and of receipts given up on (:meth:`ConnectionCore.forget_receipt`), so a late RECEIPT is none either.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
+_FORGOTTEN_RECEIPTS_KEPT = 1024
 
 
 class State(enum.Enum):
@@ -98,6 +100,7 @@ class ConnectionCore:
         #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
         self.unacked: Dict[str, Tuple[str, str]] = {}
         self._closed_subscriptions: Dict[str, None] = {}
+        self._forgotten_receipts: Dict[str, str] = {}  # receipt id -> command, oldest first
         self._timer: Optional[HeartbeatTimer] = None
         self._now: Optional[float] = None
         self._ready: List[Event] = []
@@ -123,6 +126,25 @@ class ConnectionCore:
     def new_id(self, prefix: str = "") -> str:
         """A fresh id for receipts, subscriptions, transactions or messages (unique per connection)."""
         return f"{prefix}{next(self._ids)}"
+
+    def forget_receipt(self, receipt_id: str) -> None:
+        """Stop waiting for the receipt ``receipt_id`` (its wait timed out or was cancelled).
+
+        It leaves :attr:`pending_receipts`; a RECEIPT that still comes for it is no violation (the
+        last 1024 ids given up on are remembered), it returns its :class:`Receipt` event as ever.
+        """
+        command = self.pending_receipts.pop(receipt_id, None)
+        if command is None:
+            return
+        forgotten = self._forgotten_receipts
+        forgotten[receipt_id] = command
+        if len(forgotten) > _FORGOTTEN_RECEIPTS_KEPT:
+            del forgotten[next(iter(forgotten))]
+
+    def _take_receipt(self, receipt_id: str) -> Optional[str]:
+        """The command a receipt id was asked for by, pending or given up on (``None``: unknown)."""
+        command = self.pending_receipts.pop(receipt_id, None)
+        return self._forgotten_receipts.pop(receipt_id, None) if command is None else command
 
     @property
     def connected(self) -> bool:
@@ -237,11 +259,9 @@ class ConnectionCore:
         events, self._ready = self._ready, []
         try:
             items = decoder.buffer_updated(nbytes)
-            self.frames_received += len(items)
         except DecodeError as exc:
-            self.frames_received += len(exc.frames)
-            self._dispatch_all(exc.frames, events)
-            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+            self._undecodable(exc, events)
+        self.frames_received += len(items)
         self._dispatch_all(items, events)
         return events
 
@@ -261,7 +281,7 @@ class ConnectionCore:
         try:
             self._decoder.close()
         except DecodeError as exc:
-            self._fail(f"the peer closed the connection inside a frame: {exc}", None, events, exc)
+            self._undecodable(exc, events, "the peer closed the connection inside a frame")
         self.state = State.CLOSED
         events.append(ConnectionClosed())
         return events
@@ -283,11 +303,9 @@ class ConnectionCore:
     def _feed_piece(self, data: bytes, events: List[Event]) -> None:
         try:
             items = self._decoder.feed(data)
-            self.frames_received += len(items)
         except DecodeError as exc:
-            self.frames_received += len(exc.frames)
-            self._dispatch_all(exc.frames, events)
-            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+            self._undecodable(exc, events)
+        self.frames_received += len(items)
         self._dispatch_all(items, events)
 
     def _dispatch_all(self, items: Sequence[Any], events: List[Event]) -> None:
@@ -324,11 +342,21 @@ class ConnectionCore:
     def _on_frame(self, frame: Any, events: List[Event]) -> Event:
         raise NotImplementedError
 
-    def _fail(self, message: str, frame: Any, events: List[Event], cause: Optional[BaseException] = None) -> NoReturn:
+    def _undecodable(self, exc: DecodeError, events: List[Event], what: str = "undecodable data from the peer") -> NoReturn:
+        """The one path of a decoder failure: the frames before the bad bytes become events, then
+        the connection fails with the offset counted in the peer's whole stream (handshake included)."""
+        self.frames_received += len(exc.frames)
+        self._dispatch_all(exc.frames, events)
+        offset = self._base + exc.offset
+        self._fail(f"{what}: {exc.reason} at offset {offset} (near {exc.excerpt!r})", None, events, exc, offset)
+
+    def _fail(
+        self, message: str, frame: Any, events: List[Event], cause: Optional[BaseException] = None,
+        offset: Optional[int] = None,
+    ) -> NoReturn:  # fmt: skip
         error = RemoteProtocolError(message, frame)
         error.events = list(events)
-        if isinstance(cause, DecodeError):
-            error.offset = self._base + cause.offset
+        error.offset = offset
         self._error = error
         self.state = State.CLOSED
         raise error from cause
@@ -336,6 +364,7 @@ class ConnectionCore:
     def _raise_if_broken(self) -> None:
         if self._error is not None:
             error = RemoteProtocolError(self._error.message, self._error.frame)
+            error.offset = self._error.offset
             raise error from self._error
 
     def _require(self, frame: Any, events: List[Event], *names: str) -> List[str]:

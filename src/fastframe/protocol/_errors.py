@@ -47,9 +47,11 @@ class LocalProtocolError(ProtocolError):
 class RemoteProtocolError(ProtocolError):
     """The peer broke the protocol (a bad frame, a frame at the wrong time, a stream cut mid-frame).
 
-    The connection is dead afterwards: every further call raises this error again (a server may
-    still send its :meth:`~fastframe.protocol.ServerConnection.error`). ``offset`` is where in the
-    peer's stream undecodable bytes were found (``None`` when the bytes decoded but broke the protocol).
+    The connection is dead afterwards: receiving raises this error again. A server may still answer
+    the frames in ``events`` (RECEIPT, MESSAGE: what the client sent before the violation), then
+    send its :meth:`~fastframe.protocol.ServerConnection.error`, after which nothing goes out.
+    ``offset`` is where in the peer's whole stream (the handshake counted) undecodable bytes were
+    found, the same number as the message's text (``None`` when the bytes decoded but broke the protocol).
     """
 
     code = "remote-protocol-error"

@@ -32,6 +32,8 @@ from ._events import (
 
 __all__ = ["ServerConnection"]
 
+_OPEN = (State.CONNECTED, State.DISCONNECTING)
+
 
 class ServerConnection(ConnectionCore):
     """A STOMP server connection without I/O: every method returns the bytes to write.
@@ -65,6 +67,13 @@ class ServerConnection(ConnectionCore):
         self.offered_heartbeat = heartbeat
         #: The client's CONNECT (or STOMP) event, once it arrived.
         self.request: Optional[ConnectRequest] = None
+        self._told = False  # ERROR (or a rejection) was sent: nothing else goes out
+
+    def _answering(self) -> bool:
+        # frames may go out while the session is open, and after the client broke the protocol
+        # until error() tells it why: the frames it sent before the violation (the error's events)
+        # are answered first, in order, so what the client sent well is not lost
+        return self.state in _OPEN or (self._error is not None and self.version is not None and not self._told)
 
     def _after_handshake(self, frame: Any) -> None:
         self._held = bytearray()  # the version is unknown until accept(): keep what follows
@@ -84,12 +93,9 @@ class ServerConnection(ConnectionCore):
             timer.received(now)
         try:
             items = self._decoder.feed(data)
-            self.frames_received += len(items)
         except DecodeError as exc:
-            self.frames_received += len(exc.frames)
-            events: List[Event] = []
-            self._dispatch_all(exc.frames, events)
-            self._fail(f"undecodable data from the peer: {exc}", None, events, exc)
+            self._undecodable(exc, [])
+        self.frames_received += len(items)
         frames: List[Any] = [item for item in items if type(item) is not Heartbeat]
         if "DISCONNECT" not in [frame.command for frame in frames]:
             return frames  # nothing here changes the state
@@ -129,6 +135,7 @@ class ServerConnection(ConnectionCore):
         data = self._error_frame(message, body, headers, None, version="1.0", state=State.CONNECTING)
         self.request = request
         self.state = State.CLOSED
+        self._told = True
         return data
 
     def _pending_request(self) -> ConnectRequest:
@@ -263,7 +270,7 @@ class ServerConnection(ConnectionCore):
         Messages of ``client`` and ``client-individual`` subscriptions wait in :attr:`unacked`
         for the client's ACK or NACK.
         """
-        if self.state not in (State.CONNECTED, State.DISCONNECTING) or subscription not in self.subscriptions:
+        if not self._answering() or subscription not in self.subscriptions:
             raise misuse(f"no subscription {subscription!r} to deliver to", "MESSAGE", ("subscription", subscription))
         sub_destination, mode = self.subscriptions[subscription]
         message_id = message_id or self.new_id("m-")
@@ -278,16 +285,18 @@ class ServerConnection(ConnectionCore):
         if content_type is not None:
             pairs.append(("content-type", content_type))
         pairs += header_list(headers)
-        data = self._build("MESSAGE", pairs, bytes(body), state=None)[1]
+        data = self._build("MESSAGE", pairs, bytes(body), state=None, broken_ok=True)[1]
         if mode != "auto":
             self.unacked[message_id] = (subscription, message_id)
         return data
 
     def receipt(self, receipt_id: str) -> bytes:
         """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
+        if not self._answering():
+            raise misuse(f"cannot send RECEIPT in state {self.state.value}", "RECEIPT", ("receipt-id", receipt_id))
         if receipt_id not in self.pending_receipts and self.bookkeeping:
             raise misuse(f"no pending receipt {receipt_id!r}", "RECEIPT", ("receipt-id", receipt_id))
-        data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None)[1]
+        data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None, broken_ok=True)[1]
         if self.pending_receipts.pop(receipt_id, None) == "DISCONNECT":
             self.state = State.CLOSED
         return data
@@ -295,9 +304,9 @@ class ServerConnection(ConnectionCore):
     def frame(self, frame: Any) -> bytes:
         """Any frame (a :class:`fastframe.Frame`), encoded in the negotiated version and validated as
         the other sending methods do; nothing is tracked (for ``bookkeeping=False`` brokers)."""
-        if self.state not in (State.CONNECTED, State.DISCONNECTING):
+        if not self._answering():
             raise LocalProtocolError(f"cannot send {frame.command} in state {self.state.value}", frame)
-        return self._build(frame.command, list(frame.headers), bytes(frame.body), state=None)[1]
+        return self._build(frame.command, list(frame.headers), bytes(frame.body), state=None, broken_ok=True)[1]
 
     def error(
         self, message: str, *, body: Union[bytes, str] = b"", headers: Headers = None, receipt_id: Optional[str] = None
@@ -312,6 +321,7 @@ class ServerConnection(ConnectionCore):
         if receipt_id is not None:
             self.pending_receipts.pop(receipt_id, None)
         self.state = State.CLOSED
+        self._told = True
         return data
 
     def _error_frame(
