@@ -132,7 +132,7 @@ def test_a_server_answers_the_frames_before_a_violation_then_tells_why(bookkeepi
     answers = server.receipt("r1") + server.receipt("r2")
     answers += server.error("malformed", body=info.value.message)
     assert [f.command for f in fastframe.decode(answers)] == ["RECEIPT", "RECEIPT", "ERROR"]
-    with pytest.raises(LocalProtocolError, match="cannot send RECEIPT in state closed"):
+    with pytest.raises(LocalProtocolError, match="cannot send RECEIPT after ERROR"):
         server.receipt("r3")
     with pytest.raises(LocalProtocolError):
         server.frame(fastframe.Frame("MESSAGE", [("destination", "/q"), ("message-id", "m"), ("subscription", "s")]))

@@ -33,6 +33,7 @@ What the server enforces, each bound an option of :func:`serve`:
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Set, Tuple
 
@@ -46,6 +47,7 @@ from ..protocol import ServerConnection as ProtocolConnection
 __all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
 _HEARTBEAT = b"\n"
+_log = logging.getLogger("fastframe.server")
 
 
 class SlowConsumerError(ConnectionError):
@@ -116,9 +118,16 @@ class ServerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ asyncio.Protocol
 
+    # Every entry from the event loop (the asyncio.Protocol methods, the timer) goes through
+    # _guarded: an exception from the handler or a bug of ours ends this connection with an ERROR
+    # and is logged, it never reaches the loop (which would log "Fatal error" and abort the socket).
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102
         assert isinstance(transport, asyncio.Transport)
         self._transport = transport
+        self._guarded(self._made, transport)
+
+    def _made(self, transport: asyncio.Transport) -> None:
         self.peer = transport.get_extra_info("peername")
         server = self._server
         if len(server._connections) >= self._options["max_connections"]:
@@ -135,8 +144,25 @@ class ServerConnection(asyncio.Protocol):
         server._handler.connection_made(self)
 
     def data_received(self, data: bytes) -> None:  # noqa: D102
-        if self.closing:
-            return
+        if not self.closing:
+            self._guarded(self._received, data)
+
+    def _guarded(self, step: Any, *args: Any) -> None:
+        try:
+            step(*args)
+        except Exception as exc:
+            _log.exception("STOMP connection from %s: %s failed; the connection is closed", self.peer, step.__name__)
+            if self.closing:
+                self.abort(exc)
+                return
+            try:
+                self.send(error_frame("internal", type(exc).__name__))
+            except Exception:  # (the connection cannot even say so)
+                self.abort(exc)
+                return
+            self.close(exc)
+
+    def _received(self, data: bytes) -> None:
         self._last_received = self._now = self._loop.time()
         proto = self._proto
         whole = proto.frames_end
@@ -186,7 +212,10 @@ class ServerConnection(asyncio.Protocol):
         server = self._server
         server._connections.discard(self)
         self._set_congested(False)
-        server._handler.connection_lost(self, self._cause or exc)
+        try:
+            server._handler.connection_lost(self, self._cause or exc)
+        except Exception:
+            _log.exception("STOMP connection from %s: the handler's connection_lost failed", self.peer)
         if not server._connections:
             server._idle.set()
 
@@ -319,7 +348,7 @@ class ServerConnection(asyncio.Protocol):
         if self._receive_ms:
             periods.append(self._receive_ms / 1000 * options["heartbeat_grace"])
         self._tick_every = min(0.5, max(0.01, min(periods) / 4))
-        self._timer = self._loop.call_later(self._tick_every, self._tick)
+        self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
     def _tick(self) -> None:
         if self.closing:
@@ -345,7 +374,7 @@ class ServerConnection(asyncio.Protocol):
         if self._send_ms and now - self._last_sent >= self._send_ms / 1000 and self._transport is not None:
             self._transport.write(_HEARTBEAT)
             self._last_sent = now
-        self._timer = self._loop.call_later(self._tick_every, self._tick)
+        self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
 
 _DEFAULTS: Dict[str, Any] = {

@@ -44,6 +44,7 @@ ERRORS = {
     "too-many-connections": ("Too many connections", "The broker accepts at most {} connections\n"),
     "shutdown": ("Server shutting down", "The broker is shutting down\n"),
     "timeout": ("Timeout", "{}\n"),
+    "internal": ("Internal error", "The server failed to handle a frame ({}); the connection is closed\n"),
 }
 
 

@@ -292,8 +292,8 @@ class ServerConnection(ConnectionCore):
 
     def receipt(self, receipt_id: str) -> bytes:
         """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
-        if not self._answering():
-            raise misuse(f"cannot send RECEIPT in state {self.state.value}", "RECEIPT", ("receipt-id", receipt_id))
+        if self._told:  # (any state else: the frames of one read are answered after a DISCONNECT among them)
+            raise misuse("cannot send RECEIPT after ERROR", "RECEIPT", ("receipt-id", receipt_id))
         if receipt_id not in self.pending_receipts and self.bookkeeping:
             raise misuse(f"no pending receipt {receipt_id!r}", "RECEIPT", ("receipt-id", receipt_id))
         data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None, broken_ok=True)[1]
