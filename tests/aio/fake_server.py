@@ -33,6 +33,7 @@ class Peer:
         self.frames: List[Any] = []  # every client frame event, in order
         self.beats = 0
         self.sent_messages = 0
+        self.quiet = False  # True: heart-beats stop (a server that hangs with its socket open)
 
     def write(self, data: bytes) -> None:
         if not self.writer.is_closing():
@@ -67,7 +68,9 @@ class Peer:
                         self.server.connected.append(self)
                     elif isinstance(event, Send):
                         self.server.route(event)
-                    if isinstance(event, Disconnect) or self.server.answer_receipts:
+                    if (isinstance(event, Disconnect) and self.server.answer_disconnect) or (
+                        not isinstance(event, Disconnect) and self.server.answer_receipts
+                    ):
                         if event.receipt is not None and event.receipt in self.conn.pending_receipts:
                             self.write(self.conn.receipt(event.receipt))
                     if isinstance(event, Disconnect):
@@ -84,7 +87,8 @@ class Peer:
     async def beat(self, interval: float) -> None:
         while not self.writer.is_closing():
             await asyncio.sleep(interval)
-            self.write(b"\n")
+            if not self.quiet:
+                self.write(b"\n")
 
     def deliver(self, sub_id: str, body: bytes, headers: Optional[dict] = None) -> None:
         self.write(self.conn.message(sub_id, body, headers))
@@ -106,6 +110,7 @@ class FakeServer:
         send_beats: bool = True,
         reject: Optional[str] = None,
         silent_handshake: bool = False,
+        answer_disconnect: bool = True,
     ) -> None:
         self.heartbeat = heartbeat
         self.ssl_context = ssl_context
@@ -113,6 +118,7 @@ class FakeServer:
         self.send_beats = send_beats
         self.reject = reject
         self.silent_handshake = silent_handshake
+        self.answer_disconnect = answer_disconnect  # False: DISCONNECT is answered by closing, no RECEIPT
         self.read_delay = 0.0
         self.peers: List[Peer] = []
         self.connected: List[Peer] = []

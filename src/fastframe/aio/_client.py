@@ -326,10 +326,24 @@ class Client:
 
         try:
             await self._request(build, receipt, timeout)
-        except BaseException:
-            self._subscriptions.pop(sub_id, None)
+        except BaseException as exc:
+            self._abandon(sub, exc)
             raise
         return sub
+
+    def _abandon(self, sub: Subscription, error: BaseException) -> None:
+        # subscribe() failed (see "When a request fails" in connect()): no subscription is left at
+        # the broker, in the protocol connection or among the transport's reasons to pause, and what
+        # arrived for it before the failure stays readable from the error's ``subscription``
+        if self._subscriptions.get(sub.id) is sub:
+            del self._subscriptions[sub.id]
+        session = self._session
+        if session is not None and self.is_connected and sub.id in session.conn.subscriptions:
+            session.write(session.conn.unsubscribe(sub.id))  # (no receipt: nothing more to wait for)
+        self._resume(sub)
+        sub._finish(error if isinstance(error, ConnectionClosedError) else None)
+        if isinstance(error, Exception):
+            error.subscription = sub  # type: ignore[attr-defined]
 
     async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Optional[float]) -> None:
         if self._subscriptions.pop(sub.id, None) is None:
@@ -365,8 +379,15 @@ class Client:
         methods = {"BEGIN": ClientConnection.begin, "COMMIT": ClientConnection.commit, "ABORT": ClientConnection.abort}
         await self._request(lambda conn, rid: methods[command](conn, tx, receipt=rid), command != "BEGIN", timeout)
 
-    async def disconnect(self, *, timeout: Optional[float] = None) -> None:
-        """DISCONNECT with a receipt (so everything sent before was processed), then close the socket."""
+    async def disconnect(self, *, timeout: Optional[float] = None) -> bool:
+        """DISCONNECT with a receipt, then close the socket; whether the RECEIPT confirmed it.
+
+        ``True``: the server confirmed that it processed everything sent before. ``False``: the
+        server closed the connection after DISCONNECT without a RECEIPT (some brokers do): the goal
+        is reached, but what was sent just before may not have been processed. The socket is closed
+        in every case; raises :class:`ServerError` when the server answered with ERROR and
+        ``asyncio.TimeoutError`` when neither came within ``timeout``.
+        """
         limit = self.timeout if timeout is None else timeout
         if self._reconnector is not None:
             self._reconnector.cancel()
@@ -374,15 +395,21 @@ class Client:
         if not self.is_connected or session is None:
             self._closing = True
             self._end(self._error)
-            return
+            return False
         self._closing = True
         session.closing_down()  # no new messages are queued; the RECEIPT must not wait behind them
+        confirmed = False
         try:
             await self._request(lambda conn, rid: conn.disconnect(receipt=rid), True, limit)
+            confirmed = True
+        except ConnectionClosedError:
+            if session.error is not None:
+                raise
         finally:
             session.close()
             await session.wait_closed(limit)
-            self._end(None if session.error is None else session.error)
+            self._end(session.error)
+        return confirmed
 
     async def close(self) -> None:
         """Close the socket now, without DISCONNECT."""
@@ -466,6 +493,28 @@ def connect(
     they arrive; a receipt wait ends a rest. ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,
     decoder limits and tolerances).
+
+    When a request fails (its ``timeout`` passes, it is cancelled, or the connection ends), what is
+    left where:
+
+    * ``send(receipt=True)``, ``ack``/``nack`` with a receipt, a transaction's COMMIT or ABORT: the
+      frame went out and the broker may have acted on it; the receipt id is forgotten by the
+      protocol connection (a RECEIPT that still comes is ignored); the connection stays open.
+    * ``subscribe()``: no subscription is left. While connected, an UNSUBSCRIBE goes out (without a
+      receipt); the protocol connection and the transport's flow control forget it. The messages
+      that arrived for it before the failure are not lost: the exception's ``subscription`` holds
+      them (iterate it; it ends after them, or raises the connection's error). In ``ack=client``
+      modes they cannot be acknowledged any more: the broker redelivers them.
+    * ``unsubscribe()``: the subscription is over locally at once (UNSUBSCRIBE went out).
+    * ``disconnect()``: the socket is closed in every case; see its return value.
+    * The connection ending fails every waiter at once with :class:`ConnectionClosedError` (its
+      ``__cause__`` says why); with ``reconnect`` the client reconnects and re-subscribes.
+
+    Heart-beats are checked while a full queue pauses reading: once the server's deadline passes,
+    what waits in the socket is read into a side buffer of at most 64 KiB (not decoded, so no queue
+    grows) and proves the server alive; a server that sends nothing within one more deadline is a
+    :class:`HeartbeatTimeout`, after the messages already read were queued. Once the side buffer is
+    full, the server counts as alive until the consumer catches up.
     """
     all_servers: List[Tuple[str, int]] = [(host, port), *(servers or ())]
     client = Client(

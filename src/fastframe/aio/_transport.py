@@ -22,6 +22,7 @@ from ..protocol import (
     Message,
     ProtocolError,
     Receipt,
+    State,
 )
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
 from ._subscription import Message as _Message
@@ -40,6 +41,10 @@ _RESTING = "resting"  # the pause reason of coalesce_reads: the socket rests bet
 # a read of at most this many frames and heart-beats starts no rest: one frame, and the EOL that
 # RabbitMQ and ActiveMQ write after each frame (the decoder reports it as a heart-beat)
 _LONE = 2
+# while a full queue pauses reading, the peer still proves it is alive: once its heart-beat deadline
+# passes, a probe reads what waits in the socket into a side buffer of at most this many bytes, not
+# decoded (so no queue grows) until reading resumes
+_HELD_LIMIT = 64 * 1024
 
 
 class _Writes:
@@ -50,23 +55,40 @@ class _Writes:
 
 
 class _Reader(asyncio.Protocol):
-    """The reading path as a plain ``Protocol``: each chunk the loop read is handed to the session."""
+    """The reading path as a plain ``Protocol``: each chunk the loop read is handed to the session.
+
+    No exception leaves these callbacks for the event loop (which would log "Fatal error" and abort
+    the socket): one from a hook, a message handler or a bug of ours ends the session with it as
+    the cause, so every waiter fails with it at once.
+    """
 
     def __init__(self, session: Session) -> None:
         self._session = session
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._session._made(transport)
+        try:
+            self._session._made(transport)
+        except Exception as exc:
+            self._session.abort(exc)
 
     def data_received(self, data: bytes) -> None:
-        self._session._data(data)
+        try:
+            self._session._data(data)
+        except Exception as exc:
+            self._session.abort(exc)
 
     def eof_received(self) -> Optional[bool]:
-        self._session._eof()
+        try:
+            self._session._eof()
+        except Exception as exc:
+            self._session.abort(exc)
         return False  # close our side too
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
-        self._session._lost(exc)
+        try:
+            self._session._lost(exc)
+        except Exception as error:
+            self._session.abort(error)
 
     def pause_writing(self) -> None:
         self._session._writable.clear()
@@ -88,14 +110,28 @@ class _BufferedReader(_Reader, asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         # asyncio asks for any size (-1); a plain Protocol's reads take up to 256 KiB each, and
         # fewer, larger reads are what makes a large body cheap
-        buffer = self._session.conn.get_buffer(max(sizehint, _READ_SIZE))
-        if self._session._wire_hook is not None:
+        session = self._session
+        try:
+            if session._probing:
+                return session._probe_buffer()
+            buffer = session.conn.get_buffer(max(sizehint, _READ_SIZE))
+        except Exception as exc:
+            session.abort(exc)
+            return memoryview(bytearray(_READ_SIZE))  # (the session is over: what lands here is dropped)
+        if session._wire_hook is not None:
             self._buffer = buffer  # the hook sees the bytes read
         return buffer
 
     def buffer_updated(self, nbytes: int) -> None:
-        buffer, self._buffer = self._buffer, None
-        self._session._received(nbytes, buffer)
+        session = self._session
+        try:
+            if session._probing:
+                session._probed(nbytes)
+                return
+            buffer, self._buffer = self._buffer, None
+            session._received(nbytes, buffer)
+        except Exception as exc:
+            session.abort(exc)
 
 
 class Session:
@@ -143,6 +179,10 @@ class Session:
         self._last_read = -1.0  # (loop time) of the last read
         self._writes_seen = -1  # _Writes.count at the last read
         self._ticker: Optional[asyncio.Task[None]] = None
+        self._probing = False  # one read goes to _held while queues pause reading
+        self._held = bytearray()  # what probes read, not yet decoded (at most _HELD_LIMIT)
+        self._releasing = False
+        self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
         self._ending = False
         self._closing_down = False
 
@@ -177,6 +217,12 @@ class Session:
     # ------------------------------------------------------------------ reading
 
     def _data(self, data: bytes) -> None:
+        if self._probing:  # (a plain Protocol's read is not sized by us: at most one read past the limit)
+            self._held += data
+            self._probed(len(data))
+            return
+        if self._held:  # (a read after probes: the bytes they held come first)
+            data, self._held = bytes(self._held) + data, bytearray()
         if self._wire_hook is not None:
             self._wire_hook("in", data)
         before = self.conn.frames_received
@@ -252,6 +298,11 @@ class Session:
                 self._on_event(event)
 
     def _eof(self) -> None:
+        self._decode_held()
+        if self.closed.done():
+            return
+        if self.conn.state is State.DISCONNECTING:
+            self._ending = True  # DISCONNECT went out: closing is an answer to it, not a failure
         try:
             events = self.conn.receive_eof()
         except ProtocolError as exc:
@@ -262,7 +313,7 @@ class Session:
 
     def _lost(self, exc: Optional[BaseException]) -> None:
         if not self.closed.done():
-            if exc is None and not self._ending:
+            if exc is None and not self._ending and self.conn.state is not State.DISCONNECTING:
                 exc = ConnectionClosedError("the server closed the connection")
             self._finish(exc)
 
@@ -325,6 +376,7 @@ class Session:
     def forget_receipt(self, receipt_id: str) -> None:
         """Stop waiting for ``receipt_id`` (its wait ended)."""
         self._receipts.pop(receipt_id, None)
+        self.conn.forget_receipt(receipt_id)  # (a receipt that arrived is gone from there already)
         self._apply_flow()
 
     # ------------------------------------------------------------------ flow control
@@ -334,7 +386,10 @@ class Session:
 
         A soft pause is lifted while a receipt is awaited, since the RECEIPT may wait in the socket
         behind MESSAGEs (an ACK with a receipt inside ``async for`` over a full queue); a ``hard``
-        one (a queue at twice its bound) is not, so memory stays bounded either way.
+        one (a queue at twice its bound) is not, so memory stays bounded either way. Heart-beats are
+        still checked while paused: once the server's deadline passes, one read of a single byte is
+        let through (a probe); a server that sends nothing within one more deadline is silent
+        (:class:`HeartbeatTimeout`), a live one resumes the pause at once.
         """
         self._pauses[reason] = hard
         self._apply_flow()
@@ -349,11 +404,63 @@ class Session:
         if transport is None or transport.is_closing():
             return
         paused = not self._closing_down and (any(self._pauses.values()) or (bool(self._pauses) and not self._receipts))
+        if self._held and not paused and not self._probing:
+            # what probes read goes first, decoded on the next turn of the loop (its messages may
+            # pause reading again), before the socket is read again
+            if transport.is_reading():
+                transport.pause_reading()
+            if not self._releasing:
+                self._releasing = True
+                self._loop.call_soon(self._release_held)
+            return
+        paused = paused and not self._probing
         if paused and transport.is_reading():
             transport.pause_reading()
         elif not paused and not transport.is_reading():
             self.conn.keepalive(self._loop.time())  # unread bytes waited in the socket: not the peer's silence
             transport.resume_reading()
+
+    def _paused_by_queues(self) -> bool:
+        return any(reason is not _RESTING for reason in self._pauses)
+
+    def _probe(self, now: float) -> None:
+        # Reading is paused for a full queue and the peer's deadline passed: it cannot prove itself
+        # while we do not read. One read goes to the side buffer; the peer has one more deadline from
+        # now to deliver a byte (bytes already waiting in the socket do at once), else it is silent.
+        # Once the side buffer is full the peer is given the benefit of the doubt (as before probes)
+        # until the consumer catches up: memory stays bounded.
+        if len(self._held) >= _HELD_LIMIT:
+            self.conn.keepalive(now)
+            return
+        self.conn.keepalive(now)
+        self._probing = True
+        self._apply_flow()
+
+    def _probe_buffer(self) -> memoryview:
+        if self._probe_scratch is None:
+            self._probe_scratch = bytearray(_HELD_LIMIT)
+        return memoryview(self._probe_scratch)[: _HELD_LIMIT - len(self._held)]
+
+    def _probed(self, nbytes: int) -> None:
+        if self.buffered and self._probe_scratch is not None:
+            self._held += memoryview(self._probe_scratch)[:nbytes]
+        self._probing = False
+        self.conn.keepalive(self._loop.time())  # bytes came: the peer is alive
+        self._apply_flow()
+
+    def _release_held(self) -> None:
+        self._releasing = False
+        self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
+        self._decode_held()
+        self._apply_flow()
+
+    def _decode_held(self) -> None:
+        # what probes read, through the usual path (before the stream's end or an abort too: the
+        # complete messages in it reach their queues, nothing read is lost)
+        if self._held and not self.closed.done():
+            data, self._held = bytes(self._held), bytearray()
+            self._probing = False
+            self._data(data)
 
     def closing_down(self) -> None:
         """Read freely from now on (DISCONNECT is being sent: its RECEIPT must not wait behind MESSAGEs)."""
@@ -389,7 +496,10 @@ class Session:
                 except ConnectionClosedError:
                     return
             if not self.is_reading():
-                self.conn.keepalive(now)  # we are not reading: the peer cannot prove itself
+                if not self._paused_by_queues():
+                    self.conn.keepalive(now)  # a rest of coalesce_reads: over in milliseconds
+                elif self.conn.peer_silent(now):
+                    self._probe(now)
             elif self.conn.peer_silent(now):
                 await self._settle_reads()
                 now = self._loop.time()
@@ -409,6 +519,8 @@ class Session:
 
     def abort(self, cause: BaseException) -> None:
         """End the session now because of ``cause``: every waiter fails at once."""
+        if self._held and isinstance(cause, HeartbeatTimeout):
+            self._decode_held()  # the messages read before the silence are delivered first
         self._finish(cause)
         if self.transport is not None and not self.transport.is_closing():
             self.transport.abort()
