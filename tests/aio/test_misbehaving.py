@@ -86,7 +86,11 @@ def test_a_server_of_each_version_escapes_its_own_way(run, version, wire, value)
             sub = await client.subscribe("/esc", receipt=version != "1.0")
             peer = server.connected[0]
             peer.write(
-                b"MESSAGE\ndestination:/esc\nmessage-id:1\nsubscription:" + sub.id.encode() + b"\nk:" + wire + b"\n\nx\0"
+                b"MESSAGE\ndestination:/esc\nmessage-id:1\nsubscription:"
+                + sub.id.encode()
+                + b"\nk:"
+                + wire
+                + b"\n\nx\0"
             )
             message = await sub.get(timeout=5)
             assert message.get("k") == value

@@ -102,7 +102,7 @@ def test_mutated_client_streams_in_random_pieces_never_reach_the_loop(corpus_dir
 
     async def test() -> None:
         async with Broker(users={"guest": "guest"}, frame_timeout=1.0, handshake_timeout=1.0) as broker:
-            for batch in range(100):
+            for _ in range(100):
                 inputs = [_mutate(rng, rng.choice(streams)) for _ in range(3)]
                 await asyncio.gather(*(one(broker.port, data) for data in inputs))
                 healthy = await Wire.connected(broker.port, headers="login:guest\npasscode:guest\n")

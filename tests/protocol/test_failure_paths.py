@@ -16,8 +16,10 @@ from fastframe.protocol import (
     Send,
     ServerConnection,
     State,
+    _client,
+    _core,
+    _server,
 )
-from fastframe.protocol import _client, _core, _server
 
 from .helpers import pair, relay
 
@@ -66,7 +68,10 @@ def test_forgetting_an_unknown_receipt_is_harmless():
 @pytest.mark.parametrize("feed", ["whole", "bytewise", "buffer"])
 def test_an_undecodable_byte_is_named_by_one_offset_in_the_whole_stream(twin_decoder, role, feed):
     client, server = pair()
-    good = {"client": b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:s\n\n\0", "server": b"SEND\ndestination:/q\n\n\0"}
+    good = {
+        "client": b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:s\n\n\0",
+        "server": b"SEND\ndestination:/q\n\n\0",
+    }
     if role == "client":
         client.subscribe("s", "/q")
     conn = client if role == "client" else server

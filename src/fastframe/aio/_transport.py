@@ -450,7 +450,6 @@ class Session:
 
     def _release_held(self) -> None:
         self._releasing = False
-        self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
         self._decode_held()
         self._apply_flow()
 

@@ -342,7 +342,9 @@ class ConnectionCore:
     def _on_frame(self, frame: Any, events: List[Event]) -> Event:
         raise NotImplementedError
 
-    def _undecodable(self, exc: DecodeError, events: List[Event], what: str = "undecodable data from the peer") -> NoReturn:
+    def _undecodable(
+        self, exc: DecodeError, events: List[Event], what: str = "undecodable data from the peer"
+    ) -> NoReturn:
         """The one path of a decoder failure: the frames before the bad bytes become events, then
         the connection fails with the offset counted in the peer's whole stream (handshake included)."""
         self.frames_received += len(exc.frames)
