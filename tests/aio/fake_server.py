@@ -2,13 +2,15 @@
 
 It routes SEND to the SUBSCRIBEs of the same destination (all connections), answers receipts,
 and lets a test misbehave on purpose: drop receipts, stay silent, cut the connection, write raw bytes.
+The protocol connection owns the handshake and the frames' shapes; each peer keeps its own small
+table of the client's subscriptions (the session's meaning is a broker's, not the protocol's).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from fastframe.protocol import (
     ConnectRequest,
@@ -19,6 +21,7 @@ from fastframe.protocol import (
     ServerConnection,
     State,
     Subscribe,
+    Unsubscribe,
 )
 
 
@@ -31,6 +34,7 @@ class Peer:
         self.writer = writer
         self.conn = ServerConnection(heartbeat=server.heartbeat)
         self.frames: List[Any] = []  # every client frame event, in order
+        self.open_subscriptions: Dict[str, Tuple[str, str]] = {}  # id -> (destination, ack mode)
         self.beats = 0
         self.sent_messages = 0
         self.quiet = False  # True: heart-beats stop (a server that hangs with its socket open)
@@ -68,10 +72,14 @@ class Peer:
                         self.server.connected.append(self)
                     elif isinstance(event, Send):
                         self.server.route(event)
+                    elif isinstance(event, Subscribe):
+                        self.open_subscriptions[event.id] = (event.destination, event.ack)
+                    elif isinstance(event, Unsubscribe):
+                        self.open_subscriptions.pop(event.id, None)
                     if (isinstance(event, Disconnect) and self.server.answer_disconnect) or (
                         not isinstance(event, Disconnect) and self.server.answer_receipts
                     ):
-                        if event.receipt is not None and event.receipt in self.conn.pending_receipts:
+                        if event.receipt is not None:
                             self.write(self.conn.receipt(event.receipt))
                     if isinstance(event, Disconnect):
                         await self.writer.drain()
@@ -90,8 +98,13 @@ class Peer:
             if not self.quiet:
                 self.write(b"\n")
 
-    def deliver(self, sub_id: str, body: bytes, headers: Optional[dict] = None) -> None:
-        self.write(self.conn.message(sub_id, body, headers))
+    def deliver(self, sub_id: str, body: bytes, headers: Any = None) -> None:
+        destination, mode = self.open_subscriptions[sub_id]
+        message_id = self.conn.new_id("m-")
+        ack_id = None if mode == "auto" else message_id
+        self.write(
+            self.conn.message(sub_id, body, headers, destination=destination, message_id=message_id, ack_id=ack_id)
+        )
         self.sent_messages += 1
 
     def subscriptions(self) -> List[Subscribe]:
@@ -134,7 +147,7 @@ class FakeServer:
         for peer in self.connected:
             if peer.conn.state is not State.CONNECTED:
                 continue
-            for sub_id, (destination, _) in list(peer.conn.subscriptions.items()):
+            for sub_id, (destination, _) in list(peer.open_subscriptions.items()):
                 if destination == send.destination:
                     headers = [
                         (k, v) for k, v in send.frame.headers if k not in ("destination", "receipt", "content-length")

@@ -105,7 +105,7 @@ def test_a_receipt_wait_never_lifts_the_hard_bound(run):
         async with FakeServer(answer_receipts=False) as server:
             async with aio.connect("127.0.0.1", server.port, max_queue=4) as client:
                 sub = await client.subscribe("/q", receipt=False)
-                await server.wait_for(lambda: server.connected[0].conn.subscriptions)
+                await server.wait_for(lambda: server.connected[0].open_subscriptions)
                 for _ in range(300):
                     server.connected[0].deliver(sub.id, b"y" * 1000)
                 await server.wait_for(lambda: not client.session.is_reading())

@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
-from fastframe.protocol import ClientConnection, ServerConnection
+from fastframe.protocol import ClientConnection, ServerConnection, Subscribe, Unsubscribe
+
+
+class TrackingServer(ServerConnection):
+    """A server connection that remembers the client's subscriptions, so a test delivers by id.
+
+    Keeping the session's state is a broker's job (:mod:`fastframe.broker`), not the protocol's:
+    this is the few lines a test needs of it, no checking.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.subscriptions: Dict[str, Tuple[str, str]] = {}  # id -> (destination, ack mode)
+
+    def receive_data(self, data: bytes, now: Optional[float] = None) -> List[Any]:
+        events = super().receive_data(data, now)
+        for event in events:
+            if isinstance(event, Subscribe):
+                self.subscriptions[event.id] = (event.destination, event.ack)
+            elif isinstance(event, Unsubscribe):
+                self.subscriptions.pop(event.id, None)
+        return events
+
+    def message(self, subscription: Any, body: Any = b"", headers: Any = None, **options: Any) -> bytes:
+        """MESSAGE for an open subscription: its destination, and an ack id unless it is ``auto``."""
+        destination, mode = self.subscriptions[subscription]
+        options.setdefault("destination", destination)
+        options.setdefault("message_id", self.new_id("m-"))
+        if mode != "auto":
+            options.setdefault("ack_id", options["message_id"])
+        return super().message(subscription, body, headers, **options)
 
 
 def feed_bytewise(conn: Any, data: bytes, now: Any = None) -> List[Any]:
@@ -25,7 +55,7 @@ def pair(
 ) -> Tuple[ClientConnection, ServerConnection]:
     """A client and a server that completed the handshake on ``version``."""
     client = ClientConnection(**options)
-    server = ServerConnection(heartbeat=server_beat, **options)
+    server = TrackingServer(heartbeat=server_beat, **options)
     versions = {"1.0": ("1.0",), "1.1": ("1.0", "1.1"), "1.2": ("1.0", "1.1", "1.2")}[version]
     (request,) = server.receive_data(client.connect("localhost", heartbeat=client_beat, versions=versions), now)
     assert request.host == "localhost"

@@ -13,6 +13,7 @@ from fastframe.protocol import (
     ProtocolError,
     Receipt,
     RemoteProtocolError,
+    ServerConnection,
     State,
 )
 
@@ -114,9 +115,8 @@ def test_client_mode_ack_is_cumulative_and_individual_is_not():
     c_msgs = [relay(server.message("c", str(n)), client)[0] for n in range(3)]
     i_msgs = [relay(server.message("i", str(n)), client)[0] for n in range(3)]
     (ack,) = relay(client.ack(c_msgs[1]), server)
-    assert ack.id == c_msgs[1].ack_id and ack.subscription == "c"
+    assert ack.id == c_msgs[1].ack_id
     assert list(client.unacked) == [c_msgs[2].ack_id] + [m.ack_id for m in i_msgs]
-    assert list(server.unacked) == list(client.unacked)  # the server settled the same ones
     relay(client.nack(i_msgs[1].ack_id), server)
     assert list(client.unacked) == [c_msgs[2].ack_id, i_msgs[0].ack_id, i_msgs[2].ack_id]
     with pytest.raises(LocalProtocolError):
@@ -133,7 +133,7 @@ def test_transactions_must_be_open_to_be_used():
     (send,) = relay(client.send("/q", b"x", transaction="t1"), server)
     assert send.transaction == "t1"
     (commit,) = relay(client.commit("t1"), server)
-    assert commit.transaction == "t1" and client.transactions == {} == server.transactions
+    assert commit.transaction == "t1" and client.transactions == {}
     with pytest.raises(LocalProtocolError):
         client.abort("t1")
 
@@ -218,6 +218,9 @@ def test_end_of_stream_between_frames_and_inside_one():
 def test_local_errors_carry_the_frame_the_refused_call_would_have_sent():
     client, server = pair()
     relay(client.subscribe("s", "/q"), server)
+    refused = ServerConnection()
+    refused.receive_data(ClientConnection().connect("h"))
+    refused.reject("no")  # nothing but that ERROR goes out
     cases = [
         (lambda: client.subscribe("s", "/other"), "SUBSCRIBE", ("id", "s")),
         (lambda: client.unsubscribe("nope"), "UNSUBSCRIBE", ("id", "nope")),
@@ -225,8 +228,8 @@ def test_local_errors_carry_the_frame_the_refused_call_would_have_sent():
         (lambda: client.nack("m-404"), "NACK", ("id", "m-404")),
         (lambda: client.commit("t"), "COMMIT", ("transaction", "t")),
         (lambda: client.send("/q", transaction="t"), "SEND", ("transaction", "t")),
-        (lambda: server.message("x"), "MESSAGE", ("subscription", "x")),
-        (lambda: server.receipt("r"), "RECEIPT", ("receipt-id", "r")),
+        (lambda: ServerConnection().message("x", destination="/q"), "MESSAGE", ("destination", "/q")),
+        (lambda: refused.receipt("r"), "RECEIPT", ("receipt-id", "r")),
     ]
     for call, command, header in cases:
         with pytest.raises(LocalProtocolError) as info:

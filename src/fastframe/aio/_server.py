@@ -1,9 +1,9 @@
 """``serve()``: an asyncio STOMP server, one protocol object per connection, callbacks only.
 
 The server owns the bytes and the clock; a *handler* owns the meaning; between them, for each
-connection, a :class:`fastframe.protocol.ServerConnection` with ``bookkeeping=False`` owns the
-handshake, the negotiated version, heart-beats and escaping, and the shape of CONNECTED, RECEIPT
-and ERROR (the handler keeps subscriptions, acks and transactions). For every connection the
+connection, a :class:`fastframe.protocol.ServerConnection` owns the handshake, the negotiated
+version, heart-beat timing and escaping, and the shape of CONNECTED, RECEIPT and ERROR (the handler
+keeps subscriptions, acks and transactions). For every connection the
 handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame)`` for each frame
 the client sends (CONNECT first; a handler with ``frames_received(conn, frames)`` gets the frames of
 each read in one call instead), then ``connection_lost(conn, cause)`` once. The handler answers
@@ -46,7 +46,6 @@ from ..protocol import ServerConnection as ProtocolConnection
 
 __all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
-_HEARTBEAT = b"\n"
 _log = logging.getLogger("fastframe.server")
 
 
@@ -75,12 +74,13 @@ class FrameHandler(Protocol):
 
 
 class ServerConnection(asyncio.Protocol):
-    """One client connection: a :class:`fastframe.protocol.ServerConnection` (``bookkeeping=False``:
-    the handler keeps subscriptions, acks and transactions) over one transport.
+    """One client connection: a :class:`fastframe.protocol.ServerConnection` over one transport (the
+    handler keeps subscriptions, acks and transactions).
 
     The protocol connection owns the handshake (the version and heart-beats the handler's CONNECTED
-    fixes, the escaping and decoding that follow), the decoder's limits and the shape of CONNECTED,
-    RECEIPT and ERROR; this class owns the socket, the clock and the deadlines.
+    fixes, the escaping and decoding that follow), the heart-beat timing, the decoder's limits and
+    the shape of CONNECTED, RECEIPT and ERROR; this class owns the socket, the clock and the
+    handshake, frame and slow-consumer deadlines.
     """
 
     def __init__(self, server: Server) -> None:
@@ -89,7 +89,9 @@ class ServerConnection(asyncio.Protocol):
         self._loop = server._loop
         self._transport: Optional[asyncio.Transport] = None
         self._proto = ProtocolConnection(
-            heartbeat=self._options["heartbeat"], bookkeeping=False, **server._decoder_options
+            heartbeat=self._options["heartbeat"],
+            heartbeat_grace=self._options["heartbeat_grace"],
+            **server._decoder_options,
         )  # every version: the handler's CONNECTED chooses
         self._accepted = False  # CONNECTED was just sent: frames held behind CONNECT are due
         self._timer: Optional[asyncio.TimerHandle] = None
@@ -99,17 +101,11 @@ class ServerConnection(asyncio.Protocol):
         self._max_outbound: int = self._options["max_outbound_bytes"]
         self._now = self._loop.time()
         self._opened_at = self._now
-        self._last_received = self._now
-        self._last_sent = self._now
         self._frame_started: Optional[float] = None
         self._congested_since: Optional[float] = None
-        self._receive_ms = 0
-        self._send_ms = 0
         self._cause: Optional[BaseException] = None
         self._registered = False
         self._paused = False  # reading paused by the server's flow control (deadlines wait meanwhile)
-        #: the negotiated version (``None`` before CONNECTED was sent)
-        self.version: Optional[str] = None
         #: True once close() or abort() was called
         self.closing = False
         #: free for the handler (the broker keeps its session here)
@@ -163,7 +159,7 @@ class ServerConnection(asyncio.Protocol):
             self.close(exc)
 
     def _received(self, data: bytes) -> None:
-        self._last_received = self._now = self._loop.time()
+        self._now = self._loop.time()
         proto = self._proto
         whole = proto.frames_end
         try:
@@ -270,7 +266,7 @@ class ServerConnection(asyncio.Protocol):
         if self._transport is not None and not self._transport.is_closing():
             self._transport.write(b"".join(out))
             self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
-            self._last_sent = self._loop.time()
+            self._proto.data_sent(self._loop.time())
 
     def close(self, cause: Optional[BaseException] = None) -> None:
         """Close after what was sent is written (aborted if that takes longer than ``close_timeout``)."""
@@ -290,9 +286,15 @@ class ServerConnection(asyncio.Protocol):
             self._transport.abort()
 
     @property
+    def version(self) -> Optional[str]:
+        """The negotiated version (``None`` before CONNECTED was sent)."""
+        return self._proto.version
+
+    @property
     def heartbeat(self) -> Tuple[int, int]:
         """The negotiated ``(client_to_server_ms, server_to_client_ms)``; 0 means none."""
-        return self._receive_ms, self._send_ms
+        send_ms, receive_ms = self._proto.heartbeat
+        return receive_ms, send_ms
 
     # ------------------------------------------------------------------ internals
 
@@ -317,8 +319,6 @@ class ServerConnection(asyncio.Protocol):
             proto.offered_heartbeat = spec.parse_heartbeat(beat)
         headers = [(name, value) for name, value in frame.headers if name not in ("version", "heart-beat")]
         data = proto.accept(version=frame.get("version", "1.0"), headers=headers, now=self._now)
-        self._send_ms, self._receive_ms = proto.heartbeat
-        self.version = proto.version
         self._accepted = True
         self._schedule()
         return data
@@ -343,10 +343,11 @@ class ServerConnection(asyncio.Protocol):
         periods = [options["frame_timeout"], options["slow_consumer_timeout"]]
         if self.version is None:
             periods.append(options["handshake_timeout"])
-        if self._send_ms:
-            periods.append(self._send_ms / 1000)
-        if self._receive_ms:
-            periods.append(self._receive_ms / 1000 * options["heartbeat_grace"])
+        send_ms, receive_ms = self._proto.heartbeat
+        if send_ms:
+            periods.append(send_ms / 1000)
+        if receive_ms:
+            periods.append(receive_ms / 1000 * options["heartbeat_grace"])
         self._tick_every = min(0.5, max(0.01, min(periods) / 4))
         self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
@@ -365,15 +366,15 @@ class ServerConnection(asyncio.Protocol):
             self.send(error_frame("timeout", "a frame was not complete within frame_timeout"))
             self.close(TimeoutClosed("frame"))
             return
-        elif self._receive_ms and now - self._last_received > self._receive_ms / 1000 * options["heartbeat_grace"]:
+        elif self._proto.peer_silent(now):
             self.abort(TimeoutClosed("heart-beat"))  # silent, as the big brokers do
             return
         if self._congested_since is not None and now - self._congested_since > options["slow_consumer_timeout"]:
             self.abort(SlowConsumerError("congested longer than slow_consumer_timeout"))
             return
-        if self._send_ms and now - self._last_sent >= self._send_ms / 1000 and self._transport is not None:
-            self._transport.write(_HEARTBEAT)
-            self._last_sent = now
+        beat = self._proto.heartbeat_due(now)
+        if beat and self._transport is not None:
+            self._transport.write(beat)
         self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
 
@@ -428,7 +429,7 @@ class Server:
                 conn._transport.resume_reading()
             if conn._paused:  # our pause is not the client's silence nor its slowness: restart the clocks
                 conn._paused = False
-                conn._last_received = now
+                conn._proto.keepalive(now)
                 if conn._frame_started is not None:
                     conn._frame_started = now
 
@@ -483,7 +484,9 @@ async def serve(
     merged = dict(_DEFAULTS, **options)
     if merged["outbound_high_water"] > merged["max_outbound_bytes"]:
         raise ValueError("outbound_high_water must not exceed max_outbound_bytes")
-    ProtocolConnection(bookkeeping=False, **(decoder_options or {}))  # refuse bad options now, not per connection
+    ProtocolConnection(
+        heartbeat_grace=merged["heartbeat_grace"], **(decoder_options or {})
+    )  # refuse bad options now, not per connection
     server = Server(handler, merged, decoder_options or {})
     server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
     server._port = server._server.sockets[0].getsockname()[1]

@@ -10,25 +10,26 @@ from any monotonic clock) where time matters. API summary::
     client.subscribe(id, destination, ack="auto"|"client"|"client-individual", receipt=) -> bytes
     client.unsubscribe(id) / ack(message_or_ack_id) / nack(...) / begin(tx) / commit(tx) / abort(tx)
     client.disconnect(receipt="r-1") -> bytes; client.receive_eof() -> [ConnectionClosed]
-    server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), bookkeeping=True,
-                              **same options)
+    server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), **same options)
     server.receive_data(data, now) -> [ConnectRequest, Send, Subscribe, Unsubscribe, Ack, Nack,
                                        Begin, Commit, Abort, Disconnect, HeartbeatReceived]
     server.receive_frames(data, now) -> [Frame, ...]   # the frames of those events, heart-beats dropped
     server.accept(headers={"server": ...}) -> CONNECTED bytes | server.reject(message) -> ERROR bytes
-    server.message(sub_id, body, headers, message_id=) / receipt(receipt_id) / error(message) -> bytes
+    server.message(sub_id, body, headers, destination=, message_id=, ack_id=) / receipt(receipt_id)
+      / error(message) -> bytes
     server.frame(fastframe.Frame) -> bytes             # any frame, in the negotiated version
     Both: state (State.IDLE/CONNECTING/CONNECTED/DISCONNECTING/CLOSED), version, heartbeat
-      (send_ms, receive_ms), pending_receipts, subscriptions, transactions, unacked, new_id(prefix),
+      (send_ms, receive_ms), pending_receipts, new_id(prefix),
       heartbeat_due(now) -> b"\\n" or b"", peer_silent(now), next_deadline(), data_sent(now),
       keepalive(now), buffered (bytes of a frame under way), frames_end (stream offset past the last
       frame). Silence = nothing for heartbeat_grace x interval (+1 interval before the first data).
       get_buffer(sizehint) -> memoryview, then buffer_updated(nbytes, now) -> the events of
       receive_data() for the bytes written into it (asyncio.BufferedProtocol; after the handshake
       the buffer is the decoder's own, so nothing is copied on the way in).
-    bookkeeping=False (server): subscriptions, acks, transactions and receipts other than
-      DISCONNECT's are the application's (a broker's); the handshake, negotiation, escaping, limits
-      and the CONNECTED/RECEIPT/ERROR shapes stay here, and receive_frames() builds no events.
+    Client only: subscriptions, transactions, unacked (the session it asked for). On the server,
+      subscriptions, acks, transactions and receipts other than DISCONNECT's are the application's
+      (a broker's): client frames become events looked up, not judged; the handshake, negotiation,
+      escaping, heart-beat timing, limits and the CONNECTED/MESSAGE/RECEIPT/ERROR shapes stay here.
     Every frame event has .frame (a fastframe.Frame). Our misuse raises LocalProtocolError (nothing
     changes); a peer's violation raises RemoteProtocolError (fatal; .events holds what came before;
     .offset is the stream offset of undecodable bytes; a server may still send its error());

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import EncodeError, Encoder, Frame, Heartbeat, spec
 from .._constants import VERSIONS
@@ -11,6 +11,8 @@ from ._events import Connected, Error, Event, Message, Receipt
 
 _new = object.__new__
 _CONNECTED = State.CONNECTED
+#: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
+_CLOSED_SUBSCRIPTIONS_KEPT = 1024
 
 
 def _message_event(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> Message:
@@ -52,6 +54,13 @@ class ClientConnection(ConnectionCore):
         self._check_encoder: Optional[Any] = None
         super().__init__(**options)
         self.offered_heartbeat: Tuple[int, int] = (0, 0)
+        #: Open subscriptions: id -> (destination, ack mode).
+        self.subscriptions: Dict[str, Tuple[str, str]] = {}
+        #: Open transactions.
+        self.transactions: Dict[str, None] = {}
+        #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
+        self.unacked: Dict[str, Tuple[str, str]] = {}
+        self._closed_subscriptions: Dict[str, None] = {}
 
     @property
     def last_frame(self) -> Optional[Any]:
@@ -339,3 +348,26 @@ class ClientConnection(ConnectionCore):
         data = self._build("DISCONNECT", [], receipt=receipt)[1]
         self.state = State.DISCONNECTING if receipt is not None else State.CLOSED
         return data
+
+    # ------------------------------------------------------------------ the session's state
+
+    def _forget_subscription(self, sub_id: str) -> None:
+        self.subscriptions.pop(sub_id, None)
+        self._closed_subscriptions[sub_id] = None
+        if len(self._closed_subscriptions) > _CLOSED_SUBSCRIPTIONS_KEPT:
+            del self._closed_subscriptions[next(iter(self._closed_subscriptions))]
+        for ack_id in [a for a, (s, _) in self.unacked.items() if s == sub_id]:
+            del self.unacked[ack_id]
+
+    def _settle(self, ack_id: str) -> List[str]:
+        """Remove ``ack_id`` (and, in ``client`` mode, the older ones of its subscription); return them."""
+        sub_id, _ = self.unacked[ack_id]
+        mode = self.subscriptions.get(sub_id, ("", "auto"))[1]
+        settled = []
+        for key, (sub, _) in list(self.unacked.items()):
+            if key == ack_id or (mode == "client" and sub == sub_id):
+                settled.append(key)
+                del self.unacked[key]
+            if key == ack_id:
+                break
+        return settled

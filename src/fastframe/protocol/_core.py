@@ -23,9 +23,8 @@ Headers = Union[Mapping[str, str], Iterable[Tuple[str, str]], None]
 
 _BEAT = HeartbeatReceived()  # immutable and field-less: one instance serves every heart-beat
 
-#: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation;
-#: and of receipts given up on (:meth:`ConnectionCore.forget_receipt`), so a late RECEIPT is none either.
-_CLOSED_SUBSCRIPTIONS_KEPT = 1024
+#: Ids of receipts given up on remembered (:meth:`ConnectionCore.forget_receipt`), so a late RECEIPT
+#: is no violation.
 _FORGOTTEN_RECEIPTS_KEPT = 1024
 
 
@@ -93,13 +92,6 @@ class ConnectionCore:
         self.heartbeat: Tuple[int, int] = (0, 0)
         #: Pending receipts: receipt id -> the command that asked for it.
         self.pending_receipts: Dict[str, str] = {}
-        #: Open subscriptions: id -> (destination, ack mode).
-        self.subscriptions: Dict[str, Tuple[str, str]] = {}
-        #: Open transactions.
-        self.transactions: Dict[str, None] = {}
-        #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
-        self.unacked: Dict[str, Tuple[str, str]] = {}
-        self._closed_subscriptions: Dict[str, None] = {}
         self._forgotten_receipts: Dict[str, str] = {}  # receipt id -> command, oldest first
         self._timer: Optional[HeartbeatTimer] = None
         self._now: Optional[float] = None
@@ -413,27 +405,6 @@ class ConnectionCore:
             self.pending_receipts[receipt] = command
         self.last_frame = frame
         return frame, data
-
-    def _forget_subscription(self, sub_id: str) -> None:
-        self.subscriptions.pop(sub_id, None)
-        self._closed_subscriptions[sub_id] = None
-        if len(self._closed_subscriptions) > _CLOSED_SUBSCRIPTIONS_KEPT:
-            del self._closed_subscriptions[next(iter(self._closed_subscriptions))]
-        for ack_id in [a for a, (s, _) in self.unacked.items() if s == sub_id]:
-            del self.unacked[ack_id]
-
-    def _settle(self, ack_id: str) -> List[str]:
-        """Remove ``ack_id`` (and, in ``client`` mode, the older ones of its subscription); return them."""
-        sub_id, _ = self.unacked[ack_id]
-        mode = self.subscriptions.get(sub_id, ("", "auto"))[1]
-        settled = []
-        for key, (sub, _) in list(self.unacked.items()):
-            if key == ack_id or (mode == "client" and sub == sub_id):
-                settled.append(key)
-                del self.unacked[key]
-            if key == ack_id:
-                break
-        return settled
 
 
 def check_versions(versions: Sequence[str]) -> Tuple[str, ...]:

@@ -1,10 +1,9 @@
 """The server role: CONNECT in, CONNECTED (or ERROR) out; client frames in, MESSAGE/RECEIPT/ERROR out.
 
-A broker is built on it: every event carries the client's frame, and the connection tracks the
-client's subscriptions, transactions, pending receipts and the messages it has not acknowledged.
-With ``bookkeeping=False`` the broker keeps that state itself (``fastframe.broker`` does) and the
-connection keeps the rest: the handshake, the negotiated version, heart-beats and escaping, the
-decoder's limits, DISCONNECT's receipt and the shape of CONNECTED, RECEIPT and ERROR.
+A broker is built on it. The connection owns the handshake, the negotiated version, heart-beat
+timing and escaping, the decoder's limits, DISCONNECT's receipt and the shape of CONNECTED,
+MESSAGE, RECEIPT and ERROR; the broker owns the session's meaning (subscriptions, acknowledgements,
+transactions: :mod:`fastframe.broker`). Every event carries the client's frame.
 """
 
 from __future__ import annotations
@@ -43,10 +42,9 @@ class ServerConnection(ConnectionCore):
     before the answer are held and come out of the next :meth:`receive_data` call (``b""`` will do).
     ``versions`` are those we support; ``heartbeat=(sx, sy)`` our heart-beat offer in ms.
 
-    ``bookkeeping=False`` leaves subscriptions, acknowledgements, transactions and receipts other than
-    DISCONNECT's to the application: after the handshake every client frame becomes its event
-    unchecked (a command no client sends: a plain :class:`FrameEvent`), :attr:`subscriptions`,
-    :attr:`unacked` and :attr:`transactions` stay empty, and :meth:`receipt` answers any id. With it,
+    After the handshake every client frame becomes its event, its fields looked up, not checked
+    against a session: subscriptions, acknowledgements, transactions and receipts other than
+    DISCONNECT's are the application's (a command no client sends: a plain :class:`FrameEvent`).
     :meth:`receive_frames` hands over the decoded frames without building events.
     """
 
@@ -58,11 +56,9 @@ class ServerConnection(ConnectionCore):
         *,
         versions: Sequence[str] = VERSIONS,
         heartbeat: Tuple[int, int] = (0, 0),
-        bookkeeping: bool = True,
         **options: Any,
     ) -> None:
         super().__init__(**options)
-        self.bookkeeping = bookkeeping
         self.versions = check_versions(versions)
         self.offered_heartbeat = heartbeat
         #: The client's CONNECT (or STOMP) event, once it arrived.
@@ -80,13 +76,10 @@ class ServerConnection(ConnectionCore):
 
     def receive_frames(self, data: bytes, now: Optional[float] = None) -> List[Any]:
         """:meth:`receive_data` for a broker that wants the frames: those its events carry, in order
-        (heart-beats only count as liveness). With ``bookkeeping=False`` and not ``strict``, frames
-        after the handshake come straight from the decoder, no event built (DISCONNECT excepted).
+        (heart-beats only count as liveness). Unless ``strict``, frames after the handshake come
+        straight from the decoder, no event built (DISCONNECT excepted).
         A :class:`RemoteProtocolError`'s ``events`` are events, as ever."""
-        if (
-            self.bookkeeping or self.strict or self.state is not State.CONNECTED or self._backlog
-            or self._error is not None or self._ready
-        ):  # fmt: skip
+        if self.strict or self.state is not State.CONNECTED or self._backlog or self._error is not None or self._ready:
             return [event.frame for event in self.receive_data(data, now) if isinstance(event, FrameEvent)]
         timer = self._note_now(now)
         if timer is not None and now is not None and data:
@@ -102,7 +95,7 @@ class ServerConnection(ConnectionCore):
         for index, frame in enumerate(frames):
             if frame.command == "DISCONNECT" or self.state is not State.CONNECTED:
                 # the state changes (or, after DISCONNECT, the frame is refused: with the events before)
-                self._on_frame(frame, [self._unchecked(before) for before in frames[:index]])
+                self._on_frame(frame, [self._client_frame(before) for before in frames[:index]])
         return frames
 
     # ------------------------------------------------------------------ handshake
@@ -162,73 +155,17 @@ class ServerConnection(ConnectionCore):
             return self.request
         if self.state is not State.CONNECTED:
             self._fail(f"{command} in state {self.state.value}", frame, events)
-        if not self.bookkeeping:
-            return self._unchecked(frame)
-        receipt = frame.get("receipt")
-        if receipt is not None:
-            if receipt in self.pending_receipts:
-                self._fail(f"receipt id {receipt!r} is already pending", frame, events)
-        event = self._client_frame(frame, events)
-        if receipt is not None:
-            self.pending_receipts[receipt] = command
-        return event
+        return self._client_frame(frame)
 
-    def _client_frame(self, frame: Any, events: List[Event]) -> Event:
-        command = frame.command
-        get = frame.get
-        if command == "SEND":
-            (destination,) = self._require(frame, events, "destination")
-            return Send(frame, destination, self._known_tx(frame, events))
-        if command == "SUBSCRIBE":
-            (destination,) = self._require(frame, events, "destination")
-            sub_id = get("id") if self.version != "1.0" or get("id") is not None else destination
-            if sub_id is None:
-                self._fail("SUBSCRIBE frame without an 'id' header", frame, events)
-            ack = get("ack", "auto")
-            if ack not in spec.ACK_MODES[self.version or "1.2"]:
-                self._fail(f"SUBSCRIBE with unknown ack mode {ack!r}", frame, events)
-            if sub_id in self.subscriptions:
-                self._fail(f"subscription id {sub_id!r} is already in use", frame, events)
-            self.subscriptions[sub_id] = (destination, ack)
-            return Subscribe(frame, sub_id, destination, ack)
-        if command == "UNSUBSCRIBE":
-            sub_id = get("id") if self.version != "1.0" or get("id") is not None else get("destination")
-            if sub_id is None or sub_id not in self.subscriptions:
-                self._fail(f"UNSUBSCRIBE of unknown subscription {sub_id!r}", frame, events)
-            self._forget_subscription(sub_id)
-            return Unsubscribe(frame, sub_id)
-        if command in ("ACK", "NACK"):
-            if command == "NACK" and self.version == "1.0":
-                self._fail("NACK does not exist in STOMP 1.0", frame, events)
-            (ack_id,) = self._require(frame, events, "id" if self.version == "1.2" else "message-id")
-            if ack_id not in self.unacked:
-                self._fail(f"{command} of unknown message {ack_id!r}", frame, events)
-            tx = self._known_tx(frame, events)
-            sub_id = self.unacked[ack_id][0]
-            self._settle(ack_id)
-            return (Ack if command == "ACK" else Nack)(frame, ack_id, sub_id, tx)
-        if command == "BEGIN":
-            (tx,) = self._require(frame, events, "transaction")
-            if tx in self.transactions:
-                self._fail(f"transaction {tx!r} is already open", frame, events)
-            self.transactions[tx] = None
-            return Begin(frame, tx)
-        if command in ("COMMIT", "ABORT"):
-            tx = self._known_tx(frame, events, required=True) or ""
-            del self.transactions[tx]
-            return (Commit if command == "COMMIT" else Abort)(frame, tx)
-        if command == "DISCONNECT":
-            self.state = State.DISCONNECTING if get("receipt") is not None else State.CLOSED
-            return Disconnect(frame)
-        self._fail(f"a client must not send {command} (state {self.state.value})", frame, events)
-
-    def _unchecked(self, frame: Any) -> Event:
-        """The event of a client frame, looked up but not checked (``bookkeeping=False``)."""
+    def _client_frame(self, frame: Any) -> Event:
+        """The event of a client frame, its fields looked up, not checked against a session."""
         command, get = frame.command, frame.get
         if command == "SEND":
             return Send(frame, get("destination") or "", get("transaction"))
         if command == "SUBSCRIBE":
-            return Subscribe(frame, get("id") or "", get("destination") or "", get("ack", "auto"))
+            destination = get("destination") or ""
+            sub_id = get("id") or (destination if self.version == "1.0" else "")  # 1.0: the id is optional
+            return Subscribe(frame, sub_id, destination, get("ack", "auto"))
         if command == "UNSUBSCRIBE":
             return Unsubscribe(frame, get("id") or get("destination") or "")
         if command in ("ACK", "NACK"):
@@ -245,57 +182,43 @@ class ServerConnection(ConnectionCore):
             return Disconnect(frame)
         return FrameEvent(frame)  # the application answers what no client should send
 
-    def _known_tx(self, frame: Any, events: List[Event], required: bool = False) -> Optional[str]:
-        tx = frame.get("transaction")
-        if tx is None and required:
-            self._fail(f"{frame.command} frame without a 'transaction' header", frame, events)
-        if tx is not None and tx not in self.transactions:
-            self._fail(f"unknown transaction {tx!r}", frame, events)
-        return None if tx is None else str(tx)
-
     # ------------------------------------------------------------------ sending
 
     def message(
         self,
-        subscription: str,
+        subscription: Optional[str],
         body: Union[bytes, str] = b"",
         headers: Headers = None,
         *,
-        destination: Optional[str] = None,
+        destination: str,
         message_id: Optional[str] = None,
+        ack_id: Optional[str] = None,
         content_type: Optional[str] = None,
     ) -> bytes:
-        """MESSAGE for ``subscription`` (its destination unless given; a fresh message-id unless given).
-
-        Messages of ``client`` and ``client-individual`` subscriptions wait in :attr:`unacked`
-        for the client's ACK or NACK.
-        """
-        if not self._answering() or subscription not in self.subscriptions:
-            raise misuse(f"no subscription {subscription!r} to deliver to", "MESSAGE", ("subscription", subscription))
-        sub_destination, mode = self.subscriptions[subscription]
+        """MESSAGE to ``destination`` for ``subscription`` (``None``: no subscription header, as 1.0
+        allows); a fresh message-id unless given. ``ack_id``, for a subscription whose messages
+        the client acknowledges, is sent as the ``ack`` header in 1.2 (the other versions name the
+        message-id in ACK)."""
+        if not self._answering():
+            raise misuse(f"cannot send MESSAGE in state {self.state.value}", "MESSAGE", ("destination", destination))
         message_id = message_id or self.new_id("m-")
         if isinstance(body, str):
             body = body.encode("utf-8")
             content_type = content_type or "text/plain;charset=utf-8"
-        pairs = [
-            ("destination", destination or sub_destination), ("message-id", message_id), ("subscription", subscription),
-        ]  # fmt: skip
-        if mode != "auto" and self.version == "1.2":
-            pairs.append(("ack", message_id))
+        pairs = [("destination", destination), ("message-id", message_id)]
+        if subscription is not None:
+            pairs.append(("subscription", subscription))
+        if ack_id is not None and self.version == "1.2":
+            pairs.append(("ack", ack_id))
         if content_type is not None:
             pairs.append(("content-type", content_type))
         pairs += header_list(headers)
-        data = self._build("MESSAGE", pairs, bytes(body), state=None, broken_ok=True)[1]
-        if mode != "auto":
-            self.unacked[message_id] = (subscription, message_id)
-        return data
+        return self._build("MESSAGE", pairs, bytes(body), state=None, broken_ok=True)[1]
 
     def receipt(self, receipt_id: str) -> bytes:
         """RECEIPT for a frame the client sent with ``receipt:<receipt_id>``."""
         if self._told:  # (any state else: the frames of one read are answered after a DISCONNECT among them)
             raise misuse("cannot send RECEIPT after ERROR", "RECEIPT", ("receipt-id", receipt_id))
-        if receipt_id not in self.pending_receipts and self.bookkeeping:
-            raise misuse(f"no pending receipt {receipt_id!r}", "RECEIPT", ("receipt-id", receipt_id))
         data = self._build("RECEIPT", [("receipt-id", receipt_id)], state=None, broken_ok=True)[1]
         if self.pending_receipts.pop(receipt_id, None) == "DISCONNECT":
             self.state = State.CLOSED
@@ -303,7 +226,7 @@ class ServerConnection(ConnectionCore):
 
     def frame(self, frame: Any) -> bytes:
         """Any frame (a :class:`fastframe.Frame`), encoded in the negotiated version and validated as
-        the other sending methods do; nothing is tracked (for ``bookkeeping=False`` brokers)."""
+        the other sending methods do; nothing is tracked."""
         if not self._answering():
             raise LocalProtocolError(f"cannot send {frame.command} in state {self.state.value}", frame)
         return self._build(frame.command, list(frame.headers), bytes(frame.body), state=None, broken_ok=True)[1]

@@ -1,4 +1,4 @@
-"""ServerConnection(bookkeeping=False): the handshake and shapes stay, the broker keeps the state."""
+"""ServerConnection: the handshake and the frames' shapes are its own, the session's state is the broker's."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ CONNECT = b"CONNECT\naccept-version:1.0,1.1\nhost:/\nheart-beat:0,500\n\n\0"
 
 
 def connected(**options: Any) -> ServerConnection:
-    server = ServerConnection(bookkeeping=False, heartbeat=(1000, 0), **options)
+    server = ServerConnection(heartbeat=(1000, 0), **options)
     (request,) = server.receive_data(CONNECT)
     assert isinstance(request, ConnectRequest)
     server.accept()
@@ -56,14 +56,14 @@ def test_client_frames_become_events_unchecked_and_nothing_is_tracked():
     assert (events[2].id, events[2].subscription, events[3].transaction) == ("never-sent", "s", "never-begun")
     assert (events[4].destination, events[4].transaction, events[5].destination) == ("/queue/a", "t", "")
     assert events[7].frame.get("x") == "a\\b"  # the negotiated escaping still applies
-    assert server.subscriptions == {} and server.unacked == {} and server.transactions == {}
+    assert not hasattr(server, "subscriptions") and not hasattr(server, "unacked")  # the broker's
     assert server.pending_receipts == {} and server.state is State.CONNECTED
     assert server.receipt("r") == b"RECEIPT\nreceipt-id:r\n\n\0"  # any id: the broker saw the frame
     assert server.receipt("r") == b"RECEIPT\nreceipt-id:r\n\n\0"
 
 
 def test_the_handshake_is_still_owned():
-    server = ServerConnection(bookkeeping=False)
+    server = ServerConnection()
     with pytest.raises(RemoteProtocolError, match="before CONNECT") as caught:
         server.receive_data(b"SEND\ndestination:/queue/a\n\n\0")
     assert caught.value.frame.command == "SEND" and caught.value.offset is None
@@ -90,17 +90,16 @@ def test_disconnect_receipt_closes_and_later_frames_are_refused_with_the_frames_
     assert [type(e) for e in caught.value.events] == [Send, Disconnect]
 
 
-@pytest.mark.parametrize("bookkeeping", [True, False])
-def test_receive_frames_are_the_frames_of_receive_data_split_anywhere(bookkeeping):
+def test_receive_frames_are_the_frames_of_receive_data_split_anywhere():
     client = ClientConnection()
     wire = client.connect("h", versions=("1.0", "1.1"), heartbeat=(0, 500))
     tail = b"SUBSCRIBE\nid:s\ndestination:/queue/a\\cb\nack:client\nreceipt:r1\n\n\0\n\n"
     tail += b"SEND\ndestination:/queue/a\ncontent-length:5\n\na\0b\\c\0\r\nBEGIN\ntransaction:t\n\n\0"
     tail += b"COMMIT\ntransaction:t\n\n\0UNSUBSCRIBE\nid:s\n\n\0"
-    wire += (tail if bookkeeping else tail * 3) + b"DISCONNECT\nreceipt:bye\n\n\0"  # (tracking: one SUBSCRIBE of s)
+    wire += tail * 3 + b"DISCONNECT\nreceipt:bye\n\n\0"
 
     def run(split: List[int], frames_api: bool) -> List[Any]:
-        server = ServerConnection(bookkeeping=bookkeeping)
+        server = ServerConnection()
         out: List[Any] = []
         edges = [0, *sorted(split), len(wire)]
         for a, b in zip(edges, edges[1:]):
@@ -139,7 +138,7 @@ def test_an_undecodable_byte_is_placed_in_the_whole_stream():
 
 
 def test_frame_encodes_in_the_negotiated_version_and_validates():
-    server = ServerConnection(bookkeeping=False)
+    server = ServerConnection()
     with pytest.raises(LocalProtocolError, match="state idle"):
         server.frame(fastframe.Frame("MESSAGE", [("destination", "/q")]))
     server = connected()
@@ -150,7 +149,7 @@ def test_frame_encodes_in_the_negotiated_version_and_validates():
 
 
 def test_buffered_and_frames_end_follow_the_stream():
-    server = ServerConnection(bookkeeping=False)
+    server = ServerConnection()
     server.receive_data(CONNECT + b"SEND\ndest")  # held until accept()
     assert server.frames_end == len(CONNECT) and server.buffered == len(b"SEND\ndest")
     server.accept()
