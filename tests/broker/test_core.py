@@ -22,7 +22,17 @@ class Client:
             self.do("CONNECT", {"accept-version": version, "host": "/"})
             assert self.take()[0].command == "CONNECTED"
 
-    def send(self, frame: Any) -> None:
+    # the handle's calls, recorded as the frames a transport would shape from them
+    def accept(self, version: str, headers: Any) -> None:
+        self.record(fastframe.Frame("CONNECTED", [("version", version), *headers]))
+
+    def receipt(self, receipt_id: str) -> None:
+        self.record(fastframe.Frame("RECEIPT", [("receipt-id", receipt_id)]))
+
+    def error(self, message: str, *, body: bytes, headers: Any) -> None:
+        self.record(fastframe.Frame("ERROR", [("message", message), *headers], body))
+
+    def record(self, frame: Any) -> None:
         self.frames.append(frame)
 
     def write(self, data: bytes) -> None:
@@ -307,7 +317,7 @@ class Recorder(Client):
         self.do("CONNECT", {"accept-version": version, "host": "/"})
         assert self.out.pop()[0] == "CONNECTED"
 
-    def send(self, frame: Any) -> None:
+    def record(self, frame: Any) -> None:
         self.out.append((frame.command, frame.headers, frame.body))
 
     def write(self, data: bytes) -> None:

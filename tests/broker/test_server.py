@@ -93,11 +93,13 @@ def test_a_handler_frame_the_version_cannot_carry_goes_out_in_the_1_2_escapes() 
 
         def frame_received(self, conn: Any, frame: Any) -> None:
             if frame.command == "CONNECT":
-                conn.send(fastframe.Frame("CONNECTED", [("version", "1.1")]))
+                conn.accept("1.1")
             else:  # CR cannot be written in 1.1: RabbitMQ's way out is the 1.2 escapes
                 conn.send(fastframe.Frame("MESSAGE", [("destination", "/q"), ("message-id", "1"), ("x", "a\rb")]))
                 with pytest.raises(LocalProtocolError):  # refused for another reason: the handler hears it
                     conn.send(fastframe.Frame("MESSAGE", [("destination", "/q")]))
+                with pytest.raises(ValueError, match="receipt"):  # RECEIPT, CONNECTED, ERROR: their calls
+                    conn.send(fastframe.Frame("RECEIPT", [("receipt-id", "r")]))
 
         def connection_lost(self, conn: Any, cause: Any) -> None:
             pass

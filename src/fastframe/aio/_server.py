@@ -7,8 +7,10 @@ keeps subscriptions, acks and transactions). For every connection the
 handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame)`` for each frame
 the client sends (CONNECT first; a handler with ``frames_received(conn, frames)`` gets the frames of
 each read in one call instead), then ``connection_lost(conn, cause)`` once. The handler answers
-with ``conn.send(frame)`` and ``conn.close()``; the first CONNECTED it sends fixes the version the
-connection speaks from then on (decoding and escaping) and the heart-beats.
+with calls: ``conn.accept(version, headers)`` (CONNECTED: it fixes the version the connection speaks
+from then on, decoding and escaping, and the heart-beats), ``conn.receipt(id)``,
+``conn.error(message, body=, headers=)``, ``conn.write(bytes)`` or ``conn.send(frame)`` for any other
+frame, and ``conn.close()``.
 
 What the server enforces, each bound an option of :func:`serve`:
 
@@ -35,18 +37,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl as _ssl
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
 import fastframe
-from fastframe import spec
 
-from ..broker._errors import error_frame
-from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError, State
+from ..broker import error_parts
+from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError
 from ..protocol import ServerConnection as ProtocolConnection
 
 __all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
 _log = logging.getLogger("fastframe.server")
+_CALLS = {"CONNECTED": "accept", "RECEIPT": "receipt", "ERROR": "error"}
 
 
 class SlowConsumerError(ConnectionError):
@@ -127,7 +129,7 @@ class ServerConnection(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         server = self._server
         if len(server._connections) >= self._options["max_connections"]:
-            self.send(error_frame("too-many-connections", self._options["max_connections"]))
+            self._fail("too-many-connections", self._options["max_connections"])
             self.close()
             return
         transport.set_write_buffer_limits(high=self._options["outbound_high_water"])
@@ -152,7 +154,7 @@ class ServerConnection(asyncio.Protocol):
                 self.abort(exc)
                 return
             try:
-                self.send(error_frame("internal", type(exc).__name__))
+                self._fail("internal", type(exc).__name__)
             except Exception:  # (the connection cannot even say so)
                 self.abort(exc)
                 return
@@ -185,14 +187,14 @@ class ServerConnection(asyncio.Protocol):
             return
         cause = err.__cause__
         if isinstance(cause, fastframe.DecodeError):  # the offset is in the whole stream, across the handshake
-            self.send(error_frame("malformed", f"{cause.reason} at offset {err.offset} (near {cause.excerpt!r})"))
+            self._fail("malformed", f"{cause.reason} at offset {err.offset} (near {cause.excerpt!r})")
             self.close(cause)
             return
         frame = err.frame
         if self._proto.request is None and frame is not None and frame.command not in ("CONNECT", "STOMP"):
-            self.send(error_frame("not-connected"))  # a frame before CONNECT
+            self._fail("not-connected")  # a frame before CONNECT
         else:
-            self.send(error_frame("malformed", err.message))
+            self._fail("malformed", err.message)
         self.close(err)
 
     def eof_received(self) -> Optional[bool]:  # noqa: D102
@@ -223,24 +225,48 @@ class ServerConnection(asyncio.Protocol):
 
     # ------------------------------------------------------------------ what the handler calls
 
-    def send(self, frame: Any) -> None:
-        """Encode ``frame`` in the connection's version and write it (CONNECTED fixes the version)."""
-        transport = self._transport
-        if self.closing or transport is None:
+    def accept(
+        self, version: str, headers: Sequence[Tuple[str, str]] = (), *, heartbeat: Optional[Tuple[int, int]] = None
+    ) -> None:
+        """Answer CONNECT with CONNECTED in ``version``, fixed from then on (decoding and escaping), with
+        ``headers`` (server, session); ``heartbeat=(sx, sy)`` ms overrides the server's option."""
+        if self.closing or self._transport is None:
             return
-        proto, command = self._proto, frame.command
+        proto = self._proto
+        if heartbeat is not None:
+            proto.offered_heartbeat = heartbeat
+        data = proto.accept(version=version, headers=headers, now=self._now)
+        self._accepted = True  # frames held behind CONNECT are due
+        self._schedule()
+        self.write(data)
+
+    def receipt(self, receipt_id: str) -> None:
+        """Send the RECEIPT of ``receipt_id`` (DISCONNECT's closes the session)."""
+        self._send_built(lambda: self._proto.receipt(receipt_id), "RECEIPT", [("receipt-id", receipt_id)])
+
+    def error(self, message: str, *, body: bytes = b"", headers: Sequence[Tuple[str, str]] = ()) -> None:
+        """Send an ERROR with this ``message`` header, ``body`` and other ``headers`` (then close())."""
+        self._send_built(
+            lambda: self._proto.error(message, body=body, headers=headers),
+            "ERROR",
+            [("message", message), *headers],
+            body,
+        )
+
+    def send(self, frame: Any) -> None:
+        """Encode any other ``frame`` in the connection's version and write it (CONNECTED, RECEIPT and
+        ERROR have their calls: :meth:`accept`, :meth:`receipt`, :meth:`error`)."""
+        if frame.command in ("CONNECTED", "RECEIPT", "ERROR"):
+            raise ValueError(f"send {frame.command} with {_CALLS[frame.command]}(), not send()")
+        self._send_built(lambda: self._proto.frame(frame), frame.command, list(frame.headers), bytes(frame.body))
+
+    def _send_built(self, build: Any, command: str, headers: List[Tuple[str, str]], body: bytes = b"") -> None:
+        if self.closing or self._transport is None:
+            return
         try:
-            if command == "CONNECTED" and proto.state is State.CONNECTING:
-                data = self._accept(frame)
-            elif command == "ERROR":
-                headers = [(name, value) for name, value in frame.headers if name != "message"]
-                data = proto.error(frame.get("message") or "", body=bytes(frame.body), headers=headers)
-            elif command == "RECEIPT" and frame.get("receipt-id") is not None:
-                data = proto.receipt(frame.get("receipt-id"))
-            else:
-                data = proto.frame(frame)
+            data = build()
         except LocalProtocolError:
-            version = proto.version or "1.2"
+            frame, version = fastframe.Frame(command, headers, body), self._proto.version or "1.2"
             try:
                 fastframe.encode(frame, version=version)
             except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
@@ -248,6 +274,11 @@ class ServerConnection(asyncio.Protocol):
             else:
                 raise  # refused for another reason: the handler's mistake
         self.write(data)
+
+    def _fail(self, kind: str, *args: Any) -> None:
+        """Our own ERROR of ``kind`` (the broker's shapes: :data:`fastframe.broker.ERRORS`)."""
+        message, body, headers = error_parts(kind, *args)
+        self.error(message, body=body, headers=headers)
 
     def write(self, data: bytes) -> None:
         """Queue frames already encoded in the connection's version."""
@@ -311,18 +342,6 @@ class ServerConnection(asyncio.Protocol):
                 return
             receive(self, frame)
 
-    def _accept(self, frame: Any) -> bytes:
-        """The handler's CONNECTED: its version, its heart-beat header or the server's option."""
-        proto = self._proto
-        beat = frame.get("heart-beat")
-        if beat is not None:
-            proto.offered_heartbeat = spec.parse_heartbeat(beat)
-        headers = [(name, value) for name, value in frame.headers if name not in ("version", "heart-beat")]
-        data = proto.accept(version=frame.get("version", "1.0"), headers=headers, now=self._now)
-        self._accepted = True
-        self._schedule()
-        return data
-
     def _set_congested(self, congested: bool) -> None:
         server = self._server
         if congested and self._congested_since is None and not self.closing:
@@ -357,13 +376,13 @@ class ServerConnection(asyncio.Protocol):
         self._now = now = self._loop.time()
         options = self._options
         if self.version is None and not self._paused and now - self._opened_at > options["handshake_timeout"]:
-            self.send(error_frame("timeout", "CONNECT was not complete within handshake_timeout"))
+            self._fail("timeout", "CONNECT was not complete within handshake_timeout")
             self.close(TimeoutClosed("handshake"))
             return
         if self._paused:  # the client cannot be heard while we do not read: only our heart-beats go out
             pass
         elif self._frame_started is not None and now - self._frame_started > options["frame_timeout"]:
-            self.send(error_frame("timeout", "a frame was not complete within frame_timeout"))
+            self._fail("timeout", "a frame was not complete within frame_timeout")
             self.close(TimeoutClosed("frame"))
             return
         elif self._proto.peer_silent(now):
@@ -438,7 +457,7 @@ class Server:
         if self._server is not None:
             self._server.close()
         for conn in list(self._connections):
-            conn.send(error_frame("shutdown"))
+            conn._fail("shutdown")
             conn.close()
         if self._connections:
             self._idle.clear()

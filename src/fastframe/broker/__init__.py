@@ -6,6 +6,15 @@
 from __future__ import annotations
 
 from ._core import ACK_MODES, DEFAULT_MAX_STORED_BYTES, BrokerCore, Session, SessionHandle
-from ._errors import ERRORS, error_frame
+from ._errors import ERRORS, error_frame, error_parts
 
-__all__ = ["ACK_MODES", "DEFAULT_MAX_STORED_BYTES", "ERRORS", "BrokerCore", "Session", "SessionHandle", "error_frame"]
+__all__ = [
+    "ACK_MODES",
+    "DEFAULT_MAX_STORED_BYTES",
+    "ERRORS",
+    "BrokerCore",
+    "Session",
+    "SessionHandle",
+    "error_frame",
+    "error_parts",
+]

@@ -1,11 +1,11 @@
 """The broker's routing core: sessions, subscriptions, ack modes, transactions, redelivery. No I/O.
 
-A transport opens a :class:`Session` for each connection with a :class:`SessionHandle` (how to send
-a frame to that client and how to close it), passes every frame the client sends to
+A transport opens a :class:`Session` for each connection with a :class:`SessionHandle` (how to answer
+that client and how to close it), passes every frame the client sends to
 :meth:`BrokerCore.receive` (or the frames of one read to :meth:`BrokerCore.receive_many`), and calls
-:meth:`BrokerCore.close` when the connection ends. The core
-answers through the handles: CONNECTED, RECEIPT, MESSAGE and ERROR frames, then ``close()`` after an
-ERROR or a DISCONNECT. Nothing here reads a clock or a socket, so every rule is tested by calling it.
+:meth:`BrokerCore.close` when the connection ends. The core answers through the handle's calls:
+``accept`` (CONNECTED), ``receipt``, ``error``, ``write`` (MESSAGE bytes), then ``close()`` after an
+ERROR or a DISCONNECT; the transport shapes those frames (:class:`fastframe.protocol.ServerConnection`). Nothing here reads a clock or a socket, so every rule is tested by calling it.
 
 Destinations are ``/queue/NAME`` (each message to one subscriber, round robin; kept until one
 subscribes) and ``/topic/NAME`` (each message to every subscriber present, dropped when there is none).
@@ -17,14 +17,14 @@ delivered again with ``redelivered:true`` (a topic's go back to the same subscri
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Tuple
+from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import fastframe
 from fastframe import spec
 
 from .._constants import VERSIONS
 from ._encoding import first_wins, message_tail
-from ._errors import error_frame
+from ._errors import error_parts
 
 __all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
 
@@ -44,10 +44,16 @@ Headers = Tuple[Tuple[str, str], ...]
 
 
 class SessionHandle(Protocol):
-    """How the core reaches one client: the transport implements both methods."""
+    """How the core reaches one client: the transport implements these calls."""
 
-    def send(self, frame: Any) -> None:
-        """Queue ``frame`` for the client."""
+    def accept(self, version: str, headers: Sequence[Tuple[str, str]]) -> None:
+        """Answer CONNECT with CONNECTED in ``version`` (fixed for the session), with extra ``headers``."""
+
+    def receipt(self, receipt_id: str) -> None:
+        """Queue the RECEIPT of ``receipt_id``."""
+
+    def error(self, message: str, *, body: bytes, headers: Sequence[Tuple[str, str]]) -> None:
+        """Queue an ERROR with this ``message`` header, ``body`` and other ``headers``."""
 
     def write(self, data: bytes) -> None:
         """Queue frames already encoded in the session's version (MESSAGE deliveries)."""
@@ -184,10 +190,12 @@ class BrokerCore:
             self._drop_subscription(sub)
         self.sessions.pop(session.name, None)
 
-    def fail(self, session: Session, error: Any) -> None:
-        """Send ``error`` (an ERROR frame) and close: the ending of every mistake."""
+    def fail(self, session: Session, kind: str, *args: Any) -> None:
+        """Send the ERROR of ``kind`` (a key of :data:`fastframe.broker.ERRORS`, its body formatted
+        with ``args``) and close: the ending of every mistake."""
         if not session.closed:
-            session.handle.send(error)
+            message, body, headers = error_parts(kind, *args)
+            session.handle.error(message, body=body, headers=headers)
             session.handle.close()
             self.close(session)
 
@@ -201,7 +209,7 @@ class BrokerCore:
                 self._send(session, frame)
                 receipt = frame.get("receipt")
                 if receipt is not None and not session.closed:
-                    session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+                    session.handle.receipt(receipt)
             return
         if session.closed:
             return
@@ -209,20 +217,20 @@ class BrokerCore:
             if command in ("CONNECT", "STOMP"):
                 self._connect(session, frame)
             else:
-                self.fail(session, error_frame("not-connected"))
+                self.fail(session, "not-connected")
             return
         handler = self._handlers.get(command)
         if handler is None or (command == "NACK" and session.version == "1.0"):
             if command in ("CONNECT", "STOMP"):
-                self.fail(session, error_frame("already-connected"))
+                self.fail(session, "already-connected")
             else:
-                self.fail(session, error_frame("command", command))
+                self.fail(session, "command", command)
             return
         tx = frame.get("transaction")
         if tx is not None and command in _TX_COMMANDS:
             held = session.transactions.get(tx)
             if held is None:
-                self.fail(session, error_frame("transaction-unknown", tx))
+                self.fail(session, "transaction-unknown", tx)
                 return
             if command == "SEND" and not self._check_destination(session, frame):
                 return
@@ -231,7 +239,7 @@ class BrokerCore:
             handler(session, frame)
         receipt = frame.get("receipt")
         if receipt is not None and not session.closed and command != "DISCONNECT":
-            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+            session.handle.receipt(receipt)
         while self._after_receipt:  # redeliveries a NACK caused come after its RECEIPT, as in RabbitMQ
             self._after_receipt.pop(0)()
 
@@ -333,24 +341,23 @@ class BrokerCore:
     def _connect(self, session: Session, frame: Any) -> None:
         version = spec.negotiate_version(frame.get("accept-version"), VERSIONS)
         if version is None:
-            self.fail(session, error_frame("version"))
+            self.fail(session, "version")
             return
         login = frame.get("login")
         if self.users is not None and (login is None or self.users.get(login) != frame.get("passcode")):
-            self.fail(session, error_frame("login", login or ""))
+            self.fail(session, "login", login or "")
             return
         session.version = version
         session.login = login
-        headers = [("version", version), ("server", self.server), ("session", session.name)]
-        session.handle.send(fastframe.Frame("CONNECTED", headers))
+        session.handle.accept(version, (("server", self.server), ("session", session.name)))
 
     def _check_destination(self, session: Session, frame: Any) -> Optional[str]:
         destination: Optional[str] = frame.get("destination")
         if destination is None:
-            self.fail(session, error_frame("destination-missing", frame.command))
+            self.fail(session, "destination-missing", frame.command)
             return None
         if not destination.startswith(("/queue/", "/topic/")) or len(destination) < 8:
-            self.fail(session, error_frame("destination-unknown", destination))
+            self.fail(session, "destination-unknown", destination)
             return None
         return destination
 
@@ -382,7 +389,7 @@ class BrokerCore:
             self._deliver(consumers[index], message, False)
             return
         if self.stored_bytes + len(message.body) > self.max_stored_bytes and sender is not None:
-            self.fail(sender, error_frame("full", self.max_stored_bytes))
+            self.fail(sender, "full", self.max_stored_bytes)
             return
         queue.messages.append((message, False))
         self.stored_bytes += len(message.body)
@@ -433,11 +440,11 @@ class BrokerCore:
         sub_id = frame.get("id")
         ack = frame.get("ack", "auto")
         if ack not in ACK_MODES:  # 1.0 has no client-individual; accepted anyway, as RabbitMQ does
-            self.fail(session, error_frame("ack-id", "SUBSCRIBE", "ack"))
+            self.fail(session, "ack-id", "SUBSCRIBE", "ack")
             return
         key = sub_id if sub_id is not None else destination
         if key in session.subscriptions:
-            self.fail(session, error_frame("duplicate-subscription", key))
+            self.fail(session, "duplicate-subscription", key)
             return
         sub = _Subscription(session, key, destination, ack, sub_id is not None)
         session.subscriptions[key] = sub
@@ -456,7 +463,7 @@ class BrokerCore:
             key = frame.get("destination")  # 1.0 may unsubscribe by destination
         sub = session.subscriptions.get(key) if key is not None else None
         if sub is None:
-            self.fail(session, error_frame("subscription-id", "UNSUBSCRIBE"))
+            self.fail(session, "subscription-id", "UNSUBSCRIBE")
             return
         self._drop_subscription(sub)
 
@@ -495,7 +502,7 @@ class BrokerCore:
             ack_id = frame.get("message-id")
         sub = session.pending.get(ack_id) if ack_id is not None else None
         if sub is None or ack_id is None:
-            self.fail(session, error_frame("ack-id", frame.command, name))
+            self.fail(session, "ack-id", frame.command, name)
             return None
         if sub.ack == "client-individual":
             return sub, [ack_id]
@@ -539,7 +546,7 @@ class BrokerCore:
     def _transaction(self, session: Session, frame: Any) -> Optional[str]:
         tx: Optional[str] = frame.get("transaction")
         if tx is None:
-            self.fail(session, error_frame("transaction-missing", frame.command))
+            self.fail(session, "transaction-missing", frame.command)
         return tx
 
     def _begin(self, session: Session, frame: Any) -> None:
@@ -547,7 +554,7 @@ class BrokerCore:
         if tx is None:
             return
         if tx in session.transactions:
-            self.fail(session, error_frame("transaction-duplicate", tx))
+            self.fail(session, "transaction-duplicate", tx)
             return
         session.transactions[tx] = []
 
@@ -557,7 +564,7 @@ class BrokerCore:
             return
         held = session.transactions.pop(tx, None)
         if held is None:
-            self.fail(session, error_frame("transaction-unknown", tx))
+            self.fail(session, "transaction-unknown", tx)
             return
         for inner in held:
             if session.closed:
@@ -567,12 +574,12 @@ class BrokerCore:
     def _abort(self, session: Session, frame: Any) -> None:
         tx = self._transaction(session, frame)
         if tx is not None and session.transactions.pop(tx, None) is None:
-            self.fail(session, error_frame("transaction-unknown", tx))
+            self.fail(session, "transaction-unknown", tx)
 
     def _disconnect(self, session: Session, frame: Any) -> None:
         receipt = frame.get("receipt")
         if receipt is not None:
-            session.handle.send(fastframe.Frame("RECEIPT", (("receipt-id", receipt),)))
+            session.handle.receipt(receipt)
         session.handle.close()
         self.close(session)
 

@@ -14,7 +14,7 @@ import fastframe
 
 from .._constants import VERSIONS
 
-__all__ = ["error_frame", "ERRORS"]
+__all__ = ["error_frame", "error_parts", "ERRORS"]
 
 _VERSION_LIST = ",".join(VERSIONS)
 
@@ -48,15 +48,19 @@ ERRORS = {
 }
 
 
-def error_frame(kind: str, *args: Any, extra: Tuple[Tuple[str, str], ...] = ()) -> Any:
-    """The ERROR frame for ``kind`` (a key of :data:`ERRORS`), its body formatted with ``args``."""
+def error_parts(kind: str, *args: Any) -> Tuple[str, bytes, Tuple[Tuple[str, str], ...]]:
+    """``(message, body, headers after message)`` of the ERROR for ``kind`` (a key of :data:`ERRORS`),
+    its body formatted with ``args``: what ``error(message, body=, headers=)`` of a connection takes."""
     message, body = ERRORS[kind]
     data = body.format(*args).encode("utf-8")
-    headers = (
-        ("message", message),
-        ("content-type", "text/plain"),
-        ("version", _VERSION_LIST),
-        *extra,
-        ("content-length", str(len(data))),
+    return (
+        message,
+        data,
+        (("content-type", "text/plain"), ("version", _VERSION_LIST), ("content-length", str(len(data)))),
     )
-    return fastframe.Frame("ERROR", headers, data)
+
+
+def error_frame(kind: str, *args: Any) -> Any:
+    """The ERROR frame for ``kind`` (a key of :data:`ERRORS`), its body formatted with ``args``."""
+    message, data, headers = error_parts(kind, *args)
+    return fastframe.Frame("ERROR", (("message", message), *headers), data)
