@@ -7,7 +7,6 @@ two to the same bytes, the same errors and the same ``last_frame``, on every ver
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, List, Tuple
 
 import pytest
@@ -132,7 +131,7 @@ def test_message_fast_path_gives_the_events_and_bookkeeping_of_the_general_one(v
         and event.body == b"m"
         and hash(event) == hash(Message(event.frame, "s", "m1", ack_id, "/q"))
     )
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         event.subscription = "t"  # still frozen
     assert client.unacked == ({} if mode == "auto" else {ack_id: ("s", "m1")})
 

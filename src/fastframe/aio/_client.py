@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import ssl as _ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from ..protocol import ClientConnection, LocalProtocolError, State
-from ..protocol import Message as MessageEvent
 from ..protocol._core import Headers, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
-from ._subscription import Message, Subscription, Transaction, message_factory
-from ._transport import FrameHook, Session, SessionEnded, WireHook
+from ._subscription import Message, Subscription, Transaction
+from ._transport import FrameHook, Session, WireHook
 
 __all__ = ["Client", "Reconnect", "connect"]
 
@@ -139,12 +139,12 @@ class Client:
         conn = ClientConnection(**self._options)
         session = Session(
             conn,
-            self._on_event,
+            self._route,
             frame_hook=self._hooks[0],
             wire_hook=self._hooks[1],
             coalesce_reads=self.coalesce_reads,
         )
-        conn._make_message = message_factory(self, session, deliver=self._hooks[0] is None)
+        conn.message_class = functools.partial(Message, client=self, session=session)
         login, passcode = self._credentials
         data = conn.connect(
             self._host_header or host,
@@ -196,18 +196,11 @@ class Client:
             sub._finish(cause)
         self._ready.set()  # wake senders waiting for a reconnect: they see the error
 
-    def _on_event(self, event: Any) -> None:
-        if type(event) is Message:  # built by the connection (message_factory) for its session
-            sub = self._subscriptions.get(event._subscription or "")
-            if sub is not None:
-                sub._put(event, self._closing)
-        elif isinstance(event, MessageEvent):
-            sub = self._subscriptions.get(event.subscription or "")
-            session = self._session
-            if sub is not None and session is not None:
-                sub._put(Message(event, self, session), self._closing)
-        elif isinstance(event, SessionEnded):
-            pass  # handled by _session_ended, once the session's future is done
+    def _route(self, message: Message) -> None:
+        """The one place a message reaches its subscription (whatever hooks are set)."""
+        sub = self._subscriptions.get(message.subscription or "")
+        if sub is not None:
+            sub._put(message, self._closing)
 
     async def _live(self, timeout: float) -> Session:
         """The connected session, waiting (at most ``timeout``) while a reconnect runs."""
@@ -364,11 +357,11 @@ class Client:
     async def _settle(
         self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
     ) -> None:
-        if message._session is not self._session or not self.is_connected:
+        if message.session is not self._session or not self.is_connected:
             raise StaleMessageError(f"cannot {command} a message of an earlier connection; it will be redelivered")
         method = ClientConnection.ack if command == "ACK" else ClientConnection.nack
         await self._request(
-            lambda conn, rid: method(conn, message._ack_id, transaction=transaction, receipt=rid), receipt, timeout
+            lambda conn, rid: method(conn, message, transaction=transaction, receipt=rid), receipt, timeout
         )
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import spec
 from ..protocol import Message as MessageEvent
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 
-__all__ = ["ClientLike", "Message", "Subscription", "Transaction", "message_factory"]
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
 
 
 class Session(Protocol):
@@ -65,31 +65,41 @@ class ClientLike(Protocol):
         """BEGIN, COMMIT or ABORT ``tx``."""
 
 
-class Message:
-    """A MESSAGE delivered to a subscription: ``frame``, ``body`` (bytes), header lookups, ``ack()``/``nack()``."""
+class Message(MessageEvent):
+    """A MESSAGE delivered to a subscription: the :class:`fastframe.protocol.Message` event itself
+    (``frame``, ``subscription``, ``message_id``, ``ack_id``, ``destination``), plus ``body`` (bytes),
+    header lookups and ``ack()``/``nack()``. The client's connection builds it as its
+    ``message_class``, bound to the client and the session that read it: one object per message."""
 
-    __slots__ = ("_frame", "_subscription", "_message_id", "_ack_id", "_destination", "_client", "_session", "_event")
+    __slots__ = ("_client", "_session")
+    # one delivery is one object: compared and hashed by identity, not by its fields
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
 
-    def __init__(self, event: MessageEvent, client: ClientLike, session: Session) -> None:
-        self._frame, self._subscription, self._message_id = event.frame, event.subscription, event.message_id
-        self._ack_id: str = event.ack_id or ""
-        self._destination = event.destination
+    def __init__(
+        self,
+        frame: Any,
+        subscription: Optional[str] = None,
+        message_id: Optional[str] = None,
+        ack_id: Optional[str] = None,
+        destination: Optional[str] = None,
+        *,
+        client: ClientLike,
+        session: Session,
+    ) -> None:
+        MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)
         self._client, self._session = client, session
-        self._event: Optional[MessageEvent] = event
 
     @property
     def event(self) -> MessageEvent:
-        """The :class:`fastframe.protocol.Message` event (built when first asked for)."""
-        if self._event is None:
-            self._event = MessageEvent(
-                self._frame, self._subscription, self._message_id, self._ack_id, self._destination
-            )
-        return self._event
+        """The :class:`fastframe.protocol.Message` event: this message itself."""
+        return self
 
     @property
-    def frame(self) -> Any:
-        """The :class:`fastframe.Frame` as received."""
-        return self._frame
+    def session(self) -> Session:
+        """The session (one TCP connection) that read the message."""
+        return self._session
 
     @property
     def body(self) -> bytes:
@@ -100,16 +110,6 @@ class Message:
     def headers(self) -> Tuple[Tuple[str, str], ...]:
         """The headers in wire order, repeats kept."""
         return tuple(self._frame.headers)
-
-    @property
-    def destination(self) -> Optional[str]:
-        """The ``destination`` header."""
-        return self._destination
-
-    @property
-    def message_id(self) -> Optional[str]:
-        """The ``message-id`` header."""
-        return self._message_id
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
         """The first value of header ``name``."""
@@ -134,45 +134,6 @@ class Message:
 
     def __repr__(self) -> str:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
-
-
-def message_factory(client: ClientLike, session: Session, *, deliver: bool = True) -> Callable[..., Optional[Message]]:
-    """What :class:`fastframe.protocol.ClientConnection` builds each MESSAGE with on ``session``
-    (its ``_make_message``): the :class:`Message` itself, without a protocol event under it.
-
-    With ``deliver`` the message goes straight into its subscription's queue as it is decoded
-    (and the connection adds no event for it): the one step a message takes between the decoder
-    and the queue. Without it (a frame hook must see every frame in order) it is returned as an event.
-    """
-    new = object.__new__
-
-    def make(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> Message:
-        message = new(Message)
-        message._frame, message._subscription, message._message_id = frame, subscription, message_id
-        message._ack_id, message._destination = ack_id, destination
-        message._client, message._session, message._event = client, session, None
-        return message
-
-    if not deliver:
-        return make
-    subscriptions = client._subscriptions  # (the same dict for the client's life)
-
-    def make_and_deliver(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> None:
-        # make()'s four lines again rather than a call to it: this runs once per message received
-        message = new(Message)
-        message._frame, message._subscription, message._message_id = frame, subscription, message_id
-        message._ack_id, message._destination = ack_id, destination
-        message._client, message._session, message._event = client, session, None
-        sub = subscriptions.get(subscription or "")
-        if sub is None:
-            return
-        queue = sub._queue
-        if len(queue) < sub.max_queue - 1 and sub._waiter is None and not client._closing:
-            queue.append(message)  # room after it, nobody waiting: all that _put would do
-        else:
-            sub._put(message, client._closing)
-
-    return make_and_deliver
 
 
 class Subscription:

@@ -17,15 +17,13 @@ from ..protocol import (
     ClientConnection,
     Connected,
     Error,
-    Event,
     HeartbeatReceived,
-    Message,
     ProtocolError,
     Receipt,
     State,
 )
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
-from ._subscription import Message as _Message
+from ._subscription import Message
 
 __all__ = ["Session", "FrameHook", "WireHook"]
 
@@ -137,8 +135,8 @@ class _BufferedReader(_Reader, asyncio.BufferedProtocol):
 class Session:
     """One connection: a :class:`ClientConnection` driven over one asyncio transport.
 
-    ``on_event(event)`` receives what the client layer routes (messages); receipts, errors and
-    heart-beats are handled here. The session ends once: :attr:`closed` is then done and
+    ``on_message(message)`` receives each :class:`Message` (the client routes it to its subscription);
+    receipts, errors and heart-beats are handled here. The session ends once: :attr:`closed` is then done and
     :attr:`error` holds the cause (``None`` after a clean disconnect).
     """
 
@@ -149,7 +147,7 @@ class Session:
     def __init__(
         self,
         conn: ClientConnection,
-        on_event: Callable[[Any], None],
+        on_message: Callable[[Message], None],
         *,
         frame_hook: Optional[FrameHook] = None,
         wire_hook: Optional[WireHook] = None,
@@ -158,7 +156,7 @@ class Session:
         if not coalesce_reads >= 0.0:
             raise ValueError(f"coalesce_reads must be a number of seconds >= 0, not {coalesce_reads!r}")
         self.conn = conn
-        self._on_event = on_event
+        self._on_message = on_message
         self._frame_hook = frame_hook
         self._wire_hook = wire_hook
         self._loop = asyncio.get_running_loop()
@@ -277,8 +275,8 @@ class Session:
         for event in events:
             if self._frame_hook is not None:
                 self._frame_hook("in", getattr(event, "frame", None))  # (None: a heart-beat)
-            if type(event) is _Message or type(event) is Message:  # the everyday event first
-                self._on_event(event)
+            if type(event) is Message:  # the everyday event first: the client routes it
+                self._on_message(event)
             elif isinstance(event, HeartbeatReceived):
                 continue
             elif isinstance(event, Connected):
@@ -294,8 +292,7 @@ class Session:
             elif isinstance(event, Error):
                 self.abort(ServerError(event.message or "ERROR frame from the server", event.frame))
                 return
-            else:
-                self._on_event(event)
+            # (ConnectionClosed: the session ends in _lost)
 
     def _eof(self) -> None:
         self._decode_held()
@@ -556,10 +553,6 @@ class Session:
         self._can_write = True
         if self._ticker is not None and self._ticker is not asyncio.current_task():
             self._ticker.cancel()
-        self._on_event_closed()
-
-    def _on_event_closed(self) -> None:
-        self._on_event(_SessionEnded(self.error))
 
     def _closed_error(self) -> ConnectionClosedError:
         cause = self.error
@@ -570,14 +563,4 @@ class Session:
         return error
 
 
-class _SessionEnded(Event):
-    """Internal: the session ended (``cause`` is ``None`` after a clean disconnect)."""
-
-    __slots__ = ("cause",)
-
-    def __init__(self, cause: Optional[BaseException]) -> None:
-        self.cause = cause
-
-
-SessionEnded = _SessionEnded
 Address = Tuple[str, int]

@@ -9,20 +9,9 @@ from .._constants import VERSIONS
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._events import Connected, Error, Event, Message, Receipt
 
-_new = object.__new__
 _CONNECTED = State.CONNECTED
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
-
-
-def _message_event(frame: Any, subscription: Any, message_id: str, ack_id: str, destination: Any) -> Message:
-    """``Message(frame, subscription, message_id, ack_id, destination)`` without the frozen
-    dataclass's five ``object.__setattr__`` calls (one in three of the receiving path's time)."""
-    event = _new(Message)
-    event.__dict__.update(
-        frame=frame, subscription=subscription, message_id=message_id, ack_id=ack_id, destination=destination
-    )
-    return event
 
 
 __all__ = ["ClientConnection"]
@@ -34,19 +23,18 @@ class ClientConnection(ConnectionCore):
     Start with :meth:`connect`, feed what the server sends to :meth:`receive_data` until a
     :class:`Connected` event arrives, then :meth:`send`, :meth:`subscribe`, :meth:`ack` ...
     Constructor options are those of the shared core (``strict``, ``escapes``, ``validate``,
-    ``heartbeat_grace``, decoder limits and tolerances).
+    ``heartbeat_grace``, decoder limits and tolerances), and ``message_class``: what each MESSAGE
+    becomes, :class:`Message` or a subclass (or any callable taking ``(frame, subscription,
+    message_id, ack_id, destination)`` and returning a :class:`Message`); a transport that wraps
+    every message (:mod:`fastframe.aio`) passes its own, so one object per message is built, not two.
     """
 
     our_side = "client"
     peer_side = "server"
 
-    #: Builds the event of each MESSAGE from ``(frame, subscription, message_id, ack_id,
-    #: destination)``. Internal: a transport that wraps every message in an object of its own
-    #: (:mod:`fastframe.aio`) sets it on its connection, so one object per message is built, not two;
-    #: one that returns None has delivered the message itself, and no event is added for it.
-    _make_message: Callable[..., Any] = staticmethod(_message_event)
-
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, message_class: Callable[..., Message] = Message, **options: Any) -> None:
+        #: What each MESSAGE becomes (see the class's description).
+        self.message_class = message_class
         self._last_frame: Optional[Any] = None
         self._pending_frame: Optional[Tuple[str, List[Tuple[str, str]], bytes]] = None
         # the SEND fast path: besides the wire's encoder, the one of the version itself when the
@@ -126,9 +114,7 @@ class ClientConnection(ConnectionCore):
             if type(item) is Heartbeat:
                 append(_BEAT)
             elif item.command == "MESSAGE" and self.state is _CONNECTED:
-                message = on_message(item, events)
-                if message is not None:
-                    append(message)
+                append(on_message(item, events))
             else:
                 super()._dispatch(item, events)
 
@@ -136,9 +122,7 @@ class ClientConnection(ConnectionCore):
         # the everyday frame, a MESSAGE on an open session, without the general path's calls; a
         # strict connection checks every frame against the specification first (the shared path)
         if frame.command == "MESSAGE" and self.state is _CONNECTED and not self.strict:
-            message = self._on_message(frame, events)
-            if message is not None:
-                events.append(message)
+            events.append(self._on_message(frame, events))
         else:
             super()._dispatch(frame, events)
 
@@ -192,7 +176,7 @@ class ClientConnection(ConnectionCore):
         ack_id = (get("ack") if self.version == "1.2" else None) or message_id
         if known[1] != "auto":
             self.unacked[ack_id] = (sub_id, message_id)
-        return self._make_message(frame, sub_id, message_id, ack_id, get("destination"))
+        return self.message_class(frame, sub_id, message_id, ack_id, get("destination"))
 
     def _on_unusual_message(self, frame: Any, events: List[Event]) -> Any:
         # no message-id, no subscription (1.0), an unknown or just closed subscription: every check
@@ -215,7 +199,7 @@ class ClientConnection(ConnectionCore):
         ack_id = (get("ack") if version == "1.2" else None) or message_id
         if mode is not None and mode != "auto":
             self.unacked[ack_id] = (sub_id, message_id)
-        return self._make_message(frame, sub_id, message_id, ack_id, get("destination"))
+        return self.message_class(frame, sub_id, message_id, ack_id, get("destination"))
 
     # ------------------------------------------------------------------ sending
 

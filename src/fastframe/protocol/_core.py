@@ -327,9 +327,7 @@ class ConnectionCore:
             problems = spec.frame_problems(frame, self.version, sender=self.peer_side)
             if problems:
                 self._fail(f"invalid {frame.command} frame: {'; '.join(problems)}", frame, events)
-        event = self._on_frame(frame, events)
-        if event is not None:  # (None: a client's message factory took the message itself)
-            events.append(event)
+        events.append(self._on_frame(frame, events))
 
     def _on_frame(self, frame: Any, events: List[Event]) -> Event:
         raise NotImplementedError

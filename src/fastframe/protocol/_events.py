@@ -1,13 +1,15 @@
 """Events: what :meth:`receive_data` turns the peer's bytes into.
 
-Small immutable classes. Every frame event carries the decoded :class:`fastframe.Frame` as
-``frame`` (binary-safe body, headers in wire order, repeats kept), plus the fields a program
-usually wants, already looked up.
+Small immutable classes with ``__slots__``. Every frame event carries the decoded
+:class:`fastframe.Frame` as ``frame`` (binary-safe body, headers in wire order, repeats kept), plus
+the fields a program usually wants, already looked up. Two events are equal when they are of the
+same class with equal fields; assigning a field raises ``dataclasses.FrozenInstanceError`` (an
+``AttributeError``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import FrozenInstanceError
 from typing import Any, Optional, Tuple
 
 __all__ = [
@@ -17,28 +19,59 @@ __all__ = [
     "Disconnect",
 ]  # fmt: skip
 
+_set = object.__setattr__  # how a frozen event's own __init__ fills its slots
+
 
 class Event:
     """Base class of every event."""
 
     __slots__ = ()
+    #: The event's fields, in constructor order (equality, hashing and repr use them).
+    fields: Tuple[str, ...] = ()
+
+    def _values(self) -> Tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.fields)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and self._values() == other._values()
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._values()))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{n}={v!r}' for n, v in zip(self.fields, self._values()))})"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise FrozenInstanceError(f"cannot assign to field {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        raise FrozenInstanceError(f"cannot delete field {name!r}")
 
 
-@dataclass(frozen=True)
 class HeartbeatReceived(Event):
     """An EOL between frames (the one right after a frame's NUL included, as brokers send ``\\0\\n``)."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
+
 class ConnectionClosed(Event):
     """The peer closed the stream between frames (from :meth:`receive_eof`)."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
+
 class FrameEvent(Event):
     """A frame from the peer; ``frame`` is the :class:`fastframe.Frame` as decoded."""
 
+    __slots__ = ("frame",)
     frame: Any
+    fields: Tuple[str, ...] = ("frame",)
+
+    def __init__(self, frame: Any) -> None:
+        _set(self, "frame", frame)
 
     @property
     def command(self) -> str:
@@ -55,22 +88,73 @@ class FrameEvent(Event):
 # --------------------------------------------------------------------------- client side (server frames)
 
 
-@dataclass(frozen=True)
 class Connected(FrameEvent):
     """CONNECTED: the session is open. ``heartbeat`` is the negotiated ``(send_ms, receive_ms)`` of our side."""
 
-    version: str = "1.0"
-    heartbeat: Tuple[int, int] = (0, 0)
+    __slots__ = ("version", "heartbeat")
+    version: str
+    heartbeat: Tuple[int, int]
+    fields = ("frame", "version", "heartbeat")
+
+    def __init__(self, frame: Any, version: str = "1.0", heartbeat: Tuple[int, int] = (0, 0)) -> None:
+        _set(self, "frame", frame)
+        _set(self, "version", version)
+        _set(self, "heartbeat", heartbeat)
 
 
-@dataclass(frozen=True)
 class Message(FrameEvent):
-    """MESSAGE. ``ack_id`` is what an ACK/NACK must name (``ack`` in 1.2, else ``message-id``)."""
+    """MESSAGE. ``ack_id`` is what an ACK/NACK must name (``ack`` in 1.2, else ``message-id``).
 
-    subscription: Optional[str] = None
-    message_id: Optional[str] = None
-    ack_id: Optional[str] = None
-    destination: Optional[str] = None
+    The one event built per message received: its fields are read-only properties over slots a
+    plain ``__init__`` fills (no frozen-instance call per field). A transport that wraps every
+    message (:mod:`fastframe.aio`) subclasses it and passes the subclass as the connection's
+    ``message_class``.
+    """
+
+    __slots__ = ("_frame", "_subscription", "_message_id", "_ack_id", "_destination")
+    fields = ("frame", "subscription", "message_id", "ack_id", "destination")
+    # the fields are properties without setters: read-only all the same
+    __setattr__ = object.__setattr__  # type: ignore[assignment]
+    __delattr__ = object.__delattr__
+
+    def __init__(
+        self,
+        frame: Any,
+        subscription: Optional[str] = None,
+        message_id: Optional[str] = None,
+        ack_id: Optional[str] = None,
+        destination: Optional[str] = None,
+    ) -> None:
+        self._frame = frame
+        self._subscription = subscription
+        self._message_id = message_id
+        self._ack_id = ack_id
+        self._destination = destination
+
+    @property
+    def frame(self) -> Any:
+        """The :class:`fastframe.Frame` as received."""
+        return self._frame
+
+    @property
+    def subscription(self) -> Optional[str]:
+        """The ``subscription`` header (``None``: a 1.0 MESSAGE without one)."""
+        return self._subscription
+
+    @property
+    def message_id(self) -> Optional[str]:
+        """The ``message-id`` header."""
+        return self._message_id
+
+    @property
+    def ack_id(self) -> Optional[str]:
+        """What an ACK or NACK of this message names."""
+        return self._ack_id
+
+    @property
+    def destination(self) -> Optional[str]:
+        """The ``destination`` header."""
+        return self._destination
 
     @property
     def body(self) -> bytes:
@@ -78,91 +162,156 @@ class Message(FrameEvent):
         return bytes(self.frame.body)
 
 
-@dataclass(frozen=True)
 class Receipt(FrameEvent):
     """RECEIPT for the frame we sent with ``receipt:<receipt_id>``; ``for_command`` names that frame."""
 
-    receipt_id: str = ""
-    for_command: str = ""
+    __slots__ = ("receipt_id", "for_command")
+    receipt_id: str
+    for_command: str
+    fields = ("frame", "receipt_id", "for_command")
+
+    def __init__(self, frame: Any, receipt_id: str = "", for_command: str = "") -> None:
+        _set(self, "frame", frame)
+        _set(self, "receipt_id", receipt_id)
+        _set(self, "for_command", for_command)
 
 
-@dataclass(frozen=True)
 class Error(FrameEvent):
     """ERROR: the server reports a problem and usually closes the connection."""
 
-    message: Optional[str] = None
-    receipt_id: Optional[str] = None
+    __slots__ = ("message", "receipt_id")
+    message: Optional[str]
+    receipt_id: Optional[str]
+    fields = ("frame", "message", "receipt_id")
+
+    def __init__(self, frame: Any, message: Optional[str] = None, receipt_id: Optional[str] = None) -> None:
+        _set(self, "frame", frame)
+        _set(self, "message", message)
+        _set(self, "receipt_id", receipt_id)
 
 
 # --------------------------------------------------------------------------- server side (client frames)
 
 
-@dataclass(frozen=True)
 class ConnectRequest(FrameEvent):
     """CONNECT or STOMP: answer with ``accept()`` or ``reject()``."""
 
-    accept_version: Optional[str] = None
-    host: Optional[str] = None
-    login: Optional[str] = None
-    passcode: Optional[str] = None
-    heartbeat: Tuple[int, int] = (0, 0)
+    __slots__ = ("accept_version", "host", "login", "passcode", "heartbeat")
+    accept_version: Optional[str]
+    host: Optional[str]
+    login: Optional[str]
+    passcode: Optional[str]
+    heartbeat: Tuple[int, int]
+    fields = ("frame", "accept_version", "host", "login", "passcode", "heartbeat")
+
+    def __init__(
+        self,
+        frame: Any,
+        accept_version: Optional[str] = None,
+        host: Optional[str] = None,
+        login: Optional[str] = None,
+        passcode: Optional[str] = None,
+        heartbeat: Tuple[int, int] = (0, 0),
+    ) -> None:
+        _set(self, "frame", frame)
+        _set(self, "accept_version", accept_version)
+        _set(self, "host", host)
+        _set(self, "login", login)
+        _set(self, "passcode", passcode)
+        _set(self, "heartbeat", heartbeat)
 
 
-@dataclass(frozen=True)
 class Send(FrameEvent):
     """SEND."""
 
-    destination: str = ""
-    transaction: Optional[str] = None
+    __slots__ = ("destination", "transaction")
+    destination: str
+    transaction: Optional[str]
+    fields = ("frame", "destination", "transaction")
+
+    def __init__(self, frame: Any, destination: str = "", transaction: Optional[str] = None) -> None:
+        _set(self, "frame", frame)
+        _set(self, "destination", destination)
+        _set(self, "transaction", transaction)
 
 
-@dataclass(frozen=True)
 class Subscribe(FrameEvent):
     """SUBSCRIBE (``id`` is the subscription id; 1.0 frames without one get ``destination``)."""
 
-    id: str = ""
-    destination: str = ""
-    ack: str = "auto"
+    __slots__ = ("id", "destination", "ack")
+    id: str
+    destination: str
+    ack: str
+    fields = ("frame", "id", "destination", "ack")
+
+    def __init__(self, frame: Any, id: str = "", destination: str = "", ack: str = "auto") -> None:
+        _set(self, "frame", frame)
+        _set(self, "id", id)
+        _set(self, "destination", destination)
+        _set(self, "ack", ack)
 
 
-@dataclass(frozen=True)
 class Unsubscribe(FrameEvent):
     """UNSUBSCRIBE."""
 
-    id: str = ""
+    __slots__ = ("id",)
+    id: str
+    fields = ("frame", "id")
+
+    def __init__(self, frame: Any, id: str = "") -> None:
+        _set(self, "frame", frame)
+        _set(self, "id", id)
 
 
-@dataclass(frozen=True)
 class Ack(FrameEvent):
     """ACK. ``id`` is the ack id the client names (``id`` in 1.2, ``message-id`` before)."""
 
-    id: str = ""
-    subscription: Optional[str] = None
-    transaction: Optional[str] = None
+    __slots__ = ("id", "subscription", "transaction")
+    id: str
+    subscription: Optional[str]
+    transaction: Optional[str]
+    fields = ("frame", "id", "subscription", "transaction")
+
+    def __init__(
+        self, frame: Any, id: str = "", subscription: Optional[str] = None, transaction: Optional[str] = None
+    ) -> None:
+        _set(self, "frame", frame)
+        _set(self, "id", id)
+        _set(self, "subscription", subscription)
+        _set(self, "transaction", transaction)
 
 
-@dataclass(frozen=True)
 class Nack(Ack):
     """NACK (1.1 and later)."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
+
 class Begin(FrameEvent):
     """BEGIN a transaction."""
 
-    transaction: str = ""
+    __slots__ = ("transaction",)
+    transaction: str
+    fields = ("frame", "transaction")
+
+    def __init__(self, frame: Any, transaction: str = "") -> None:
+        _set(self, "frame", frame)
+        _set(self, "transaction", transaction)
 
 
-@dataclass(frozen=True)
 class Commit(Begin):
     """COMMIT a transaction."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
+
 class Abort(Begin):
     """ABORT a transaction."""
 
+    __slots__ = ()
 
-@dataclass(frozen=True)
+
 class Disconnect(FrameEvent):
     """DISCONNECT: answer its receipt (if any) with ``receipt()``, then close."""
+
+    __slots__ = ()
