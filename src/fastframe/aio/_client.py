@@ -9,8 +9,7 @@ import ssl as _ssl
 from dataclasses import dataclass
 from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
-from ..protocol import ClientConnection, LocalProtocolError, State
-from ..protocol._core import Headers, header_list
+from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
 from ._transport import FrameHook, Session, WireHook
@@ -333,26 +332,44 @@ class Client:
         session = self._session
         if session is not None and self.is_connected and sub.id in session.conn.subscriptions:
             session.write(session.conn.unsubscribe(sub.id))  # (no receipt: nothing more to wait for)
-        self._resume(sub)
+        sub._resume_reading()
         sub._finish(error if isinstance(error, ConnectionClosedError) else None)
         if isinstance(error, Exception):
             error.subscription = sub  # type: ignore[attr-defined]
 
-    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Optional[float]) -> None:
+    async def unsubscribe(self, sub: Subscription, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+        """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
         if self._subscriptions.pop(sub.id, None) is None:
             return
         sub._finish(None)
-        self._resume(sub)
+        sub._resume_reading()
         await self._request(
             lambda conn, rid: conn.unsubscribe(sub.id, receipt=rid) if sub.id in conn.subscriptions else None,
             receipt,
             timeout,
         )  # (a reconnect in between did not re-subscribe it: nothing to send)
 
-    def _resume(self, sub: Subscription) -> None:
-        sub._paused_on = None
-        if self._session is not None:
-            self._session.resume_reading(sub)
+    async def ack(
+        self,
+        message: Message,
+        *,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """ACK ``message`` (what ``message.ack()`` does; ``client`` mode: the older ones too)."""
+        await self._settle("ACK", message, transaction, receipt, timeout)
+
+    async def nack(
+        self,
+        message: Message,
+        *,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later)."""
+        await self._settle("NACK", message, transaction, receipt, timeout)
 
     async def _settle(
         self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
@@ -368,9 +385,17 @@ class Client:
         """``async with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
         return Transaction(self, id or self._new_id("tx-"), timeout)
 
-    async def _tx(self, command: str, tx: str, timeout: Optional[float]) -> None:
-        methods = {"BEGIN": ClientConnection.begin, "COMMIT": ClientConnection.commit, "ABORT": ClientConnection.abort}
-        await self._request(lambda conn, rid: methods[command](conn, tx, receipt=rid), command != "BEGIN", timeout)
+    async def begin(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """BEGIN transaction ``tx`` (what entering ``client.transaction()`` does)."""
+        await self._request(lambda conn, rid: conn.begin(tx, receipt=rid), False, timeout)
+
+    async def commit(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """COMMIT ``tx``, waiting for its receipt."""
+        await self._request(lambda conn, rid: conn.commit(tx, receipt=rid), True, timeout)
+
+    async def abort(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """ABORT ``tx``, waiting for its receipt."""
+        await self._request(lambda conn, rid: conn.abort(tx, receipt=rid), True, timeout)
 
     async def disconnect(self, *, timeout: Optional[float] = None) -> bool:
         """DISCONNECT with a receipt, then close the socket; whether the RECEIPT confirmed it.

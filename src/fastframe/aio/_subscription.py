@@ -1,7 +1,7 @@
 """What subscriptions yield, the subscriptions themselves (bounded queues), and transactions.
 
-They reach the client through :class:`ClientLike`, the few calls they make, so this module does not
-import the client's (which imports this one).
+They reach the client through :class:`ClientLike`, the client's public calls they make, so this
+module does not import the client's (which imports this one).
 """
 
 from __future__ import annotations
@@ -21,19 +21,20 @@ if TYPE_CHECKING:
 __all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
 
 
-class Session(Protocol):
+class SessionLike(Protocol):
     """What messages and subscriptions call on the session that read them (``_transport.Session``, which
     imports this module to build the messages it reads)."""
 
     def pause_reading(self, reason: object, *, hard: bool = False) -> None:
         """Stop reading from the socket until ``reason`` is withdrawn."""
 
+    def resume_reading(self, reason: object) -> None:
+        """Withdraw ``reason`` to pause reading."""
+
 
 class ClientLike(Protocol):
-    """What messages, subscriptions and transactions call on their client (:class:`fastframe.aio.Client`)."""
-
-    _subscriptions: Dict[str, Subscription]  # by id: where each message goes
-    _closing: bool  # disconnecting or closed
+    """What messages, subscriptions and transactions call on their client (:class:`fastframe.aio.Client`):
+    its public methods."""
 
     @property
     def is_connected(self) -> bool:
@@ -50,19 +51,27 @@ class ClientLike(Protocol):
     ) -> None:
         """SEND."""
 
-    async def _settle(
-        self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
+    async def ack(
+        self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]
     ) -> None:
-        """ACK or NACK ``message``."""
+        """ACK ``message``."""
 
-    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Optional[float]) -> None:
+    async def nack(
+        self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]
+    ) -> None:
+        """NACK ``message``."""
+
+    async def unsubscribe(self, sub: Subscription, *, receipt: bool, timeout: Optional[float]) -> None:
         """UNSUBSCRIBE ``sub``."""
 
-    def _resume(self, sub: Subscription) -> None:
-        """``sub``'s queue has room again: withdraw its reason to pause reading."""
+    async def begin(self, tx: str, *, timeout: Optional[float]) -> None:
+        """BEGIN ``tx``."""
 
-    async def _tx(self, command: str, tx: str, timeout: Optional[float]) -> None:
-        """BEGIN, COMMIT or ABORT ``tx``."""
+    async def commit(self, tx: str, *, timeout: Optional[float]) -> None:
+        """COMMIT ``tx``."""
+
+    async def abort(self, tx: str, *, timeout: Optional[float]) -> None:
+        """ABORT ``tx``."""
 
 
 class Message(MessageEvent):
@@ -86,7 +95,7 @@ class Message(MessageEvent):
         destination: Optional[str] = None,
         *,
         client: ClientLike,
-        session: Session,
+        session: SessionLike,
     ) -> None:
         MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)
         self._client, self._session = client, session
@@ -97,7 +106,7 @@ class Message(MessageEvent):
         return self
 
     @property
-    def session(self) -> Session:
+    def session(self) -> SessionLike:
         """The session (one TCP connection) that read the message."""
         return self._session
 
@@ -124,13 +133,13 @@ class Message(MessageEvent):
         self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
     ) -> None:
         """Acknowledge (``client`` mode: this and the older messages of the subscription)."""
-        await self._client._settle("ACK", self, transaction, receipt, timeout)
+        await self._client.ack(self, transaction=transaction, receipt=receipt, timeout=timeout)
 
     async def nack(
         self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
     ) -> None:
         """Refuse the message (STOMP 1.1 and later)."""
-        await self._client._settle("NACK", self, transaction, receipt, timeout)
+        await self._client.nack(self, transaction=transaction, receipt=receipt, timeout=timeout)
 
     def __repr__(self) -> str:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
@@ -161,7 +170,7 @@ class Subscription:
         self._end: Optional[BaseException] = None
         self._ended = False
         self._hard = False  # the queue reached twice its bound: even a receipt wait does not read on
-        self._paused_on: Optional[Session] = None  # the session this queue asked to pause reading
+        self._paused_on: Optional[SessionLike] = None  # the session this queue asked to pause reading
 
     def __len__(self) -> int:
         return len(self._queue)
@@ -183,12 +192,18 @@ class Subscription:
             if not waiter.done():
                 waiter.set_result(None)
 
+    def _resume_reading(self) -> None:
+        """Withdraw this queue's reason to pause reading (from the session it asked)."""
+        session, self._paused_on = self._paused_on, None
+        if session is not None:
+            session.resume_reading(self)
+
     def _finish(self, error: Optional[BaseException]) -> None:
         """No more messages: iteration stops (``error`` None) or raises ``error`` once the queue is empty."""
         self._ended, self._end = True, error
         self._wake()
 
-    def _drop_stale(self, session: Session) -> None:
+    def _drop_stale(self, session: SessionLike) -> None:
         """After a reconnect: drop unacknowledged messages of the old session; the broker redelivers them."""
         if self.ack != "auto":
             self._queue = collections.deque(m for m in self._queue if m._session is session)
@@ -239,7 +254,7 @@ class Subscription:
         if left <= self.max_queue // 2:
             if self._paused_on is not None:
                 self._hard = False
-                self._client._resume(self)
+                self._resume_reading()
         elif self._hard and left < 2 * self.max_queue:
             self._hard, self._paused_on = False, message._session
             message._session.pause_reading(self)  # below the hard bound: a receipt wait may read on
@@ -247,7 +262,7 @@ class Subscription:
 
     async def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""
-        await self._client._unsubscribe(self, receipt, timeout)
+        await self._client.unsubscribe(self, receipt=receipt, timeout=timeout)
 
     async def __aenter__(self) -> Subscription:
         return self
@@ -294,16 +309,16 @@ class Transaction:
         await message.nack(transaction=self.id)
 
     async def __aenter__(self) -> Transaction:
-        await self._client._tx("BEGIN", self.id, self._timeout)
+        await self._client.begin(self.id, timeout=self._timeout)
         return self
 
     async def __aexit__(
         self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
     ) -> None:
         if exc_type is None:
-            await self._client._tx("COMMIT", self.id, self._timeout)
+            await self._client.commit(self.id, timeout=self._timeout)
         elif self._client.is_connected:
             try:
-                await self._client._tx("ABORT", self.id, self._timeout)
+                await self._client.abort(self.id, timeout=self._timeout)
             except ConnectionClosedError:
                 pass

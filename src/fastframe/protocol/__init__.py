@@ -39,7 +39,7 @@ from any monotonic clock) where time matters. API summary::
 from __future__ import annotations
 
 from ._client import ClientConnection
-from ._core import State
+from ._core import Headers, State, header_list
 from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
     Abort,
@@ -65,7 +65,7 @@ from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
 from ._server import ServerConnection
 
 __all__ = [
-    "DEFAULT_GRACE", "Abort", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
+    "DEFAULT_GRACE", "Abort", "Headers", "header_list", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
     "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
     "LocalProtocolError", "Message", "Nack", "ProtocolError", "Receipt", "RemoteProtocolError", "Send",
     "ServerConnection", "State", "Subscribe", "Unsubscribe",
