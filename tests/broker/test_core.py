@@ -391,3 +391,14 @@ def test_receive_many_answers_as_receive_does(cut: int) -> None:
     assert together == one_by_one
     if cut == len(BATCH):
         assert batched[0] < writes[0] and batched[0] <= 6
+
+
+@pytest.mark.parametrize("body", [b"", b"x\0y"])
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_the_flat_loops_template_is_the_message_template(version: str, body: bytes) -> None:
+    from fastframe.broker._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, message_tail
+
+    prefix = b"MESSAGE\ndestination:/queue/a\nmessage-id:"
+    use_1_2, tail = message_tail(version, (), body)
+    plain = PLAIN_DELIVERY % (prefix, 7, len(body), body) if body else PLAIN_EMPTY_DELIVERY % (prefix, 7)
+    assert not use_1_2 and plain == DELIVERY % (prefix, 7, b"false", b"", tail)

@@ -23,7 +23,7 @@ import fastframe
 from fastframe import spec
 
 from .._constants import VERSIONS
-from ._encoding import first_wins, message_tail
+from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 
 __all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
@@ -31,15 +31,8 @@ __all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_S
 ACK_MODES = ("auto", "client", "client-individual")
 #: Bytes of bodies the broker keeps for queues nobody consumes yet, all queues together.
 DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
-# SEND headers the broker sets itself or that concern only the SEND (RabbitMQ leaks receipt and
-# transaction into the MESSAGE; the spec says nothing, and a client reading them would be confused).
-_DROPPED = frozenset({"destination", "content-length", "receipt", "transaction", "message-id", "subscription", "ack"})
 _TX_COMMANDS = frozenset({"SEND", "ACK", "NACK"})
 _PREFIXES = ("/queue/", "/topic/")
-_FIRST_DELIVERY = b"\nredelivered:false\n"
-# a plain first delivery (no headers but destination and content-length): the bytes after the prefix
-_PLAIN = b"%b%d\nredelivered:false\ncontent-length:%d\n\n%b\0"
-_PLAIN_EMPTY = b"%b%d\nredelivered:false\n\n\0"
 Headers = Tuple[Tuple[str, str], ...]
 
 
@@ -267,34 +260,19 @@ class BrokerCore:
                 headers = ()
             elif frame.get("transaction") is None and frame.get("receipt") is None:
                 destination = frame.get("destination")
-                headers = tuple([item for item in headers if item[0] not in _DROPPED])
-                if len(headers) > 1 and len({name for name, _ in headers}) != len(headers):
-                    headers = first_wins(headers)
+                headers = forwarded_headers(headers)
             else:
                 self._receive_one(session, frame)
                 continue
             queue = queues.get(destination)  # only valid destinations are keys of queues and topics
             if queue is not None:
-                consumers = queue.consumers
-                if not consumers or queue.messages:
+                if not queue.consumers or queue.messages:
                     self._receive_one(session, frame)  # stored, in order behind what is stored
                     continue
+                consumers = queue.consumers  # the round robin of _next_consumer, inlined: the hot path
                 index = queue.next if queue.next < len(consumers) else 0
                 queue.next = index + 1
-                sub = consumers[index]
-                if sub.ack == "auto" and not headers:  # the commonest delivery, written out flat
-                    body = frame.body
-                    number = self._message_ids = self._message_ids + 1
-                    target = sub.session
-                    box = target.outbox
-                    if not box:
-                        dirty.append(target)
-                    if body:
-                        box.append(_PLAIN % (sub.prefix, number, len(body), body))
-                    else:
-                        box.append(_PLAIN_EMPTY % (sub.prefix, number))
-                    continue
-                targets: Any = (sub,)
+                targets: Any = (consumers[index],)
             else:
                 targets = topics.get(destination)
                 if targets is None:  # a new queue, a topic nobody listens to, or a mistake
@@ -303,12 +281,12 @@ class BrokerCore:
             body = frame.body
             message = None
             for sub in targets:
-                if sub.ack == "auto" and not headers:
+                if sub.ack == "auto" and not headers:  # the commonest delivery, written out flat
                     number = self._message_ids = self._message_ids + 1
                     if body:
-                        data = _PLAIN % (sub.prefix, number, len(body), body)
+                        data = PLAIN_DELIVERY % (sub.prefix, number, len(body), body)
                     else:
-                        data = _PLAIN_EMPTY % (sub.prefix, number)
+                        data = PLAIN_EMPTY_DELIVERY % (sub.prefix, number)
                 else:
                     if message is None:
                         message = _Message(destination, headers, body)
@@ -367,10 +345,7 @@ class BrokerCore:
         if destination is None or len(destination) < 8 or not destination.startswith(_PREFIXES):
             self._check_destination(session, frame)  # sends the ERROR
             return
-        headers = tuple([item for item in frame.headers if item[0] not in _DROPPED])
-        if len(headers) > 1 and len({name for name, _ in headers}) != len(headers):
-            headers = first_wins(headers)
-        self.publish(_Message(destination, headers, frame.body), session)
+        self.publish(_Message(destination, forwarded_headers(frame.headers), frame.body), session)
 
     def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
         """Route one message to its queue or to its topic's subscribers."""
@@ -382,11 +357,8 @@ class BrokerCore:
         queue = self.queues.get(destination)
         if queue is None:
             queue = self.queues[destination] = _Queue()
-        consumers = queue.consumers
-        if consumers and not queue.messages:
-            index = queue.next if queue.next < len(consumers) else 0
-            queue.next = index + 1
-            self._deliver(consumers[index], message, False)
+        if queue.consumers and not queue.messages:
+            self._deliver(self._next_consumer(queue), message, False)
             return
         if self.stored_bytes + len(message.body) > self.max_stored_bytes and sender is not None:
             self.fail(sender, "full", self.max_stored_bytes)
@@ -394,12 +366,13 @@ class BrokerCore:
         queue.messages.append((message, False))
         self.stored_bytes += len(message.body)
 
-    def _next_consumer(self, queue: _Queue) -> _Subscription:
-        if queue.next >= len(queue.consumers):
-            queue.next = 0
-        sub = queue.consumers[queue.next]
-        queue.next += 1
-        return sub
+    @staticmethod
+    def _next_consumer(queue: _Queue) -> _Subscription:
+        """The round robin: the queue's next consumer in turn (the one rule of who gets a message)."""
+        consumers = queue.consumers
+        index = queue.next if queue.next < len(consumers) else 0
+        queue.next = index + 1
+        return consumers[index]
 
     def _drain(self, queue: _Queue) -> None:
         """Deliver what a queue holds while it has consumers."""
@@ -420,18 +393,15 @@ class BrokerCore:
             cached = message.tails[sub.escapes] = message_tail(sub.escapes, message.headers, message.body)
         use_1_2, tail = cached
         prefix = sub.prefix_1_2 if use_1_2 else sub.prefix
-        if sub.ack == "auto" and not redelivered:
-            return b"%b%d%b%b" % (prefix, self._message_ids, _FIRST_DELIVERY, tail)
+        number = self._message_ids
+        if sub.ack == "auto":
+            return DELIVERY % (prefix, number, b"true" if redelivered else b"false", b"", tail)
         session = sub.session
-        version = session.version
-        message_id = str(self._message_ids)
-        ids = message_id + ("\nredelivered:true\n" if redelivered else "\nredelivered:false\n")
-        if sub.ack != "auto":
-            sub.unacked[message_id] = message
-            session.pending[message_id] = sub
-            if version == "1.2":
-                ids += "ack:" + message_id + "\n"
-        return prefix + ids.encode() + tail
+        message_id = str(number)
+        sub.unacked[message_id] = message
+        session.pending[message_id] = sub
+        ack = b"ack:%d\n" % number if session.version == "1.2" else b""
+        return DELIVERY % (prefix, number, b"true" if redelivered else b"false", ack, tail)
 
     def _subscribe(self, session: Session, frame: Any) -> None:
         destination = self._check_destination(session, frame)

@@ -11,11 +11,24 @@ from typing import Tuple
 
 from .._constants import ESCAPE, VERSIONS
 
-__all__ = ["message_tail", "first_wins"]
+__all__ = ["DELIVERY", "PLAIN_DELIVERY", "PLAIN_EMPTY_DELIVERY", "forwarded_headers", "message_tail", "first_wins"]
 
 Headers = Tuple[Tuple[str, str], ...]
 
 _TABLES = {version: str.maketrans(ESCAPE[version]) for version in VERSIONS}
+
+#: The MESSAGE template: ``DELIVERY % (prefix, message_id, b"true" or b"false", ack_line, tail)``; the
+#: prefix is the subscription's encoded first lines up to ``message-id:``, ``ack_line`` is
+#: ``b"ack:<id>\n"`` (1.2, acknowledged subscriptions) or empty, the tail :func:`message_tail`'s.
+DELIVERY = b"%b%d\nredelivered:%b\n%b%b"
+#: :data:`DELIVERY` of a first, auto-acknowledged delivery of a message without headers, the tail
+#: written in (the broker's flat loop formats it in one step): ``% (prefix, id, len(body), body)``.
+PLAIN_DELIVERY = b"%b%d\nredelivered:false\ncontent-length:%d\n\n%b\0"
+#: The same for an empty body: ``% (prefix, id)``.
+PLAIN_EMPTY_DELIVERY = b"%b%d\nredelivered:false\n\n\0"
+# SEND headers the broker sets itself or that concern only the SEND (RabbitMQ leaks receipt and
+# transaction into the MESSAGE; the spec says nothing, and a client reading them would be confused).
+_DROPPED = frozenset({"destination", "content-length", "receipt", "transaction", "message-id", "subscription", "ack"})
 
 
 def message_tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, bytes]:
@@ -36,6 +49,15 @@ def message_tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, byt
     if body:
         return False, b"%bcontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
     return False, text.encode() + b"\n\0"
+
+
+def forwarded_headers(headers: Headers) -> Headers:
+    """The SEND's headers a MESSAGE carries: not those the broker sets or that concern only the
+    SEND, and the first of each repeated name."""
+    kept = tuple([item for item in headers if item[0] not in _DROPPED])
+    if len(kept) > 1 and len({name for name, _ in kept}) != len(kept):
+        kept = first_wins(kept)
+    return kept
 
 
 def first_wins(headers: Headers) -> Headers:

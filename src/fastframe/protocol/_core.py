@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import itertools
-from typing import Any, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from .. import DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, spec
 from .._constants import VERSIONS
@@ -162,6 +162,12 @@ class ConnectionCore:
             self._timer = HeartbeatTimer(*self.heartbeat, grace=self.heartbeat_grace, now=self._now)
         return self._timer
 
+    def _heard(self, now: Optional[float], nbytes: int) -> None:
+        """``nbytes`` arrived at ``now``: the peer is alive (any byte counts)."""
+        timer = self._note_now(now)
+        if timer is not None and now is not None and nbytes:
+            timer.received(now)
+
     def data_sent(self, now: float) -> None:
         """Tell the connection that bytes went out at ``now`` (any byte postpones our next heart-beat)."""
         timer = self._note_now(now)
@@ -203,9 +209,7 @@ class ConnectionCore:
         raises :class:`RemoteProtocolError` whose ``events`` holds what came before it.
         """
         self._raise_if_broken()
-        timer = self._note_now(now)
-        if timer is not None and now is not None and data:
-            timer.received(now)
+        self._heard(now, len(data))
         events, self._ready = self._ready, []
         if self._backlog:
             data, self._backlog = self._backlog + bytes(data), b""
@@ -245,16 +249,9 @@ class ConnectionCore:
             nbytes = received_size(nbytes, len(self._scratch))
             return self.receive_data(bytes(self._scratch[:nbytes]), now)
         self._raise_if_broken()
-        timer = self._note_now(now)
-        if timer is not None and now is not None and nbytes:
-            timer.received(now)
+        self._heard(now, nbytes)
         events, self._ready = self._ready, []
-        try:
-            items = decoder.buffer_updated(nbytes)
-        except DecodeError as exc:
-            self._undecodable(exc, events)
-        self.frames_received += len(items)
-        self._dispatch_all(items, events)
+        self._dispatch_all(self._decode(decoder.buffer_updated, nbytes, events), events)
         return events
 
     def _hold(self, data: bytes, events: List[Event]) -> None:
@@ -293,12 +290,17 @@ class ConnectionCore:
             self._feed_piece(data, events)
 
     def _feed_piece(self, data: bytes, events: List[Event]) -> None:
+        self._dispatch_all(self._decode(self._decoder.feed, data, events), events)
+
+    def _decode(self, decode: Callable[[Any], List[Any]], data: Any, events: List[Event]) -> List[Any]:
+        """What every read passes through: ``decode(data)`` (the decoder's feed or buffer_updated),
+        counted; undecodable bytes take the one failure path, :meth:`_undecodable`."""
         try:
-            items = self._decoder.feed(data)
+            items: List[Any] = decode(data)
         except DecodeError as exc:
             self._undecodable(exc, events)
         self.frames_received += len(items)
-        self._dispatch_all(items, events)
+        return items
 
     def _dispatch_all(self, items: Sequence[Any], events: List[Event]) -> None:
         for item in items:

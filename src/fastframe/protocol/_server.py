@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from .. import DecodeError, Heartbeat, spec
+from .. import Heartbeat, spec
 from .._constants import VERSIONS
 from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
@@ -81,14 +81,8 @@ class ServerConnection(ConnectionCore):
         A :class:`RemoteProtocolError`'s ``events`` are events, as ever."""
         if self.strict or self.state is not State.CONNECTED or self._backlog or self._error is not None or self._ready:
             return [event.frame for event in self.receive_data(data, now) if isinstance(event, FrameEvent)]
-        timer = self._note_now(now)
-        if timer is not None and now is not None and data:
-            timer.received(now)
-        try:
-            items = self._decoder.feed(data)
-        except DecodeError as exc:
-            self._undecodable(exc, [])
-        self.frames_received += len(items)
+        self._heard(now, len(data))
+        items = self._decode(self._decoder.feed, data, [])
         frames: List[Any] = [item for item in items if type(item) is not Heartbeat]
         if "DISCONNECT" not in [frame.command for frame in frames]:
             return frames  # nothing here changes the state
