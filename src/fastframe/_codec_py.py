@@ -322,15 +322,15 @@ class Decoder:
         self._start_frame(0)
 
     def _start_frame(self, index: int) -> None:
-        self._fs = index  # frame start
-        self._ls = index  # current head line start
-        self._scan = index  # where the LF search of the current line resumes
+        self._frame_start = index  # frame start
+        self._line_start = index  # current head line start
+        self._line_scan = index  # where the LF search of the current line resumes
         self._command: Optional[str] = None
         self._escaped = True  # False for CONNECT, STOMP, CONNECTED
         self._headers: List[Header] = []
-        self._cl = -1  # content-length, -1 when absent
-        self._bs = -1  # body start
-        self._bscan = -1  # where the NUL search of the body resumes
+        self._content_length = -1  # content-length, -1 when absent
+        self._body_start = -1  # body start
+        self._body_scan = -1  # where the NUL search of the body resumes
 
     @property
     def bytes_fed(self) -> int:
@@ -457,12 +457,12 @@ class Decoder:
             self._base += shift
             self._pos = 0
             if self._phase != _BETWEEN:
-                self._fs -= shift
-                self._ls -= shift
-                self._scan -= shift
-                if self._bs >= 0:
-                    self._bs -= shift
-                    self._bscan -= shift
+                self._frame_start -= shift
+                self._line_start -= shift
+                self._line_scan -= shift
+                if self._body_start >= 0:
+                    self._body_start -= shift
+                    self._body_scan -= shift
 
     def _fail(self, cls: type, reason: str, index: int, floor: int, limit: str = "") -> None:
         base = self._base
@@ -490,7 +490,7 @@ class Decoder:
                 # a lone CR at the end: an EOL or a bad command, the next byte tells
                 if pos == end or (pos + 1 == end and buf[pos] == _CR):
                     return
-                self._fs = pos
+                self._frame_start = pos
                 self._phase = _HEAD
                 if not self._head_fast(end, out):
                     self._start_frame(pos)  # the line-by-line path needs the whole state
@@ -509,17 +509,20 @@ class Decoder:
         an unusual body is left to _begin_body/_read_body the same way.
         """
         buf = self._buf
-        fs = self._fs
-        blank = buf.find(b"\n\n", fs, min(end, fs + self._max_frame, fs + _FAST_HEAD_WINDOW))
+        frame_start = self._frame_start
+        blank = buf.find(b"\n\n", frame_start, min(end, frame_start + self._max_frame, frame_start + _FAST_HEAD_WINDOW))
         if blank < 0:
             return False
         try:
-            text = buf[fs:blank].decode("utf-8")
+            text = buf[frame_start:blank].decode("utf-8")
         except UnicodeDecodeError:
             return False
         if "\r" in text or "\0" in text or text.count("\n") > self._max_count:
             return False
-        if blank - fs > self._max_line and max(map(len, bytes(buf[fs:blank]).split(b"\n"))) > self._max_line:
+        if (
+            blank - frame_start > self._max_line
+            and max(map(len, bytes(buf[frame_start:blank]).split(b"\n"))) > self._max_line
+        ):
             return False
         lines = text.split("\n")
         command = lines[0]
@@ -550,100 +553,112 @@ class Decoder:
                     seen.clear()  # bounded; lines that keep coming back are soon back in
                 seen[line] = pair
             headers.append(pair)
-        cl = -1
+        content_length = -1
         at = text.find("\ncontent-length:")  # the first one: its name never needs escaping
         if at >= 0:
             stop = text.find("\n", at + 16)
             value = text[at + 16 : stop if stop >= 0 else len(text)]
             if not (value.isdigit() and value.isascii()) or len(value) > 19:
                 return False
-            cl = int(value)
-            if cl > self._max_body:
+            content_length = int(value)
+            if content_length > self._max_body:
                 return False
-        bs = blank + 2
+        body_start = blank + 2
         # the body, when it is all here and nothing about it is unusual
         if not self._strict or command in BODY_COMMANDS:
-            if cl >= 0:
-                nul = bs + cl
-                if nul >= end or buf[nul] or nul - fs >= self._max_frame:
+            if content_length >= 0:
+                nul = body_start + content_length
+                if nul >= end or buf[nul] or nul - frame_start >= self._max_frame:
                     nul = -1
             else:
-                nul = buf.find(b"\0", bs, min(end, bs + self._max_body + 1, fs + self._max_frame))
+                nul = buf.find(
+                    b"\0", body_start, min(end, body_start + self._max_body + 1, frame_start + self._max_frame)
+                )
             if nul >= 0:
-                body = bytes(memoryview(buf)[bs:nul]) if nul - bs > 4096 else bytes(buf[bs:nul])
-                out.append(_make_frame(command, tuple(headers), body, self._base + fs))
+                body = bytes(memoryview(buf)[body_start:nul]) if nul - body_start > 4096 else bytes(buf[body_start:nul])
+                out.append(_make_frame(command, tuple(headers), body, self._base + frame_start))
                 self._pos = nul + 1
                 self._phase = _BETWEEN
                 return True
         self._command = command
         self._escaped = escaped
         self._headers = headers
-        self._cl = cl
-        self._begin_body(bs)
+        self._content_length = content_length
+        self._begin_body(body_start)
         return True
 
     def _head_lines(self, end: int) -> bool:
         """Parse the head line by line, resuming where the last call stopped."""
         buf = self._buf
-        frame_limit = self._fs + self._max_frame
+        frame_limit = self._frame_start + self._max_frame
         while True:
-            ls = self._ls
-            lf = buf.find(b"\n", self._scan, end)
+            line_start = self._line_start
+            lf = buf.find(b"\n", self._line_scan, end)
             if lf < 0:
-                self._scan = end
+                self._line_scan = end
                 # a CR at the very end may be half of an EOL: judge the line without it
-                avail = end - 1 if end > ls and buf[end - 1] == _CR else end
+                avail = end - 1 if end > line_start and buf[end - 1] == _CR else end
                 if (
                     avail > frame_limit
-                    or avail - ls > self._max_line
+                    or avail - line_start > self._max_line
                     or (len(self._headers) >= self._max_count and self._command is not None)
                 ):
-                    self._check_line_limits(ls, avail, avail > frame_limit)
+                    self._check_line_limits(line_start, avail, avail > frame_limit)
                 return False
-            content_end = lf - 1 if lf > ls and buf[lf - 1] == _CR else lf
+            content_end = lf - 1 if lf > line_start and buf[lf - 1] == _CR else lf
             if (
                 lf >= frame_limit
-                or content_end - ls > self._max_line
+                or content_end - line_start > self._max_line
                 or (len(self._headers) >= self._max_count and self._command is not None)
             ):
-                self._check_line_limits(ls, content_end, lf >= frame_limit)
+                self._check_line_limits(line_start, content_end, lf >= frame_limit)
             if self._command is None:
-                self._parse_command(ls, content_end)
-            elif content_end == ls:
-                self._ls = self._scan = lf + 1
+                self._parse_command(line_start, content_end)
+            elif content_end == line_start:
+                self._line_start = self._line_scan = lf + 1
                 self._begin_body(lf + 1)
                 return True
             else:
-                self._parse_header(ls, content_end)
-            self._ls = self._scan = lf + 1
+                self._parse_header(line_start, content_end)
+            self._line_start = self._line_scan = lf + 1
 
-    def _check_line_limits(self, ls: int, content_end: int, frame_exceeded: bool) -> None:
+    def _check_line_limits(self, line_start: int, content_end: int, frame_exceeded: bool) -> None:
         """Header count, line length and frame size: checked before a line's content."""
-        fs = self._fs
-        if self._command is not None and content_end > ls and len(self._headers) >= self._max_count:
-            self._fail(LimitExceededError, TOO_MANY_HEADERS.format(self._max_count), ls, fs, "max_header_count")
-        line_exceeded = content_end - ls > self._max_line
+        frame_start = self._frame_start
+        if self._command is not None and content_end > line_start and len(self._headers) >= self._max_count:
+            self._fail(
+                LimitExceededError,
+                TOO_MANY_HEADERS.format(self._max_count),
+                line_start,
+                frame_start,
+                "max_header_count",
+            )
+        line_exceeded = content_end - line_start > self._max_line
         if line_exceeded or frame_exceeded:
-            line_at = ls + self._max_line
-            frame_at = fs + self._max_frame
+            line_at = line_start + self._max_line
+            frame_at = frame_start + self._max_frame
             if line_exceeded and (not frame_exceeded or line_at <= frame_at):
-                self._fail(LimitExceededError, LINE_TOO_LONG.format(self._max_line), line_at, fs, "max_line_length")
-            self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+                self._fail(
+                    LimitExceededError, LINE_TOO_LONG.format(self._max_line), line_at, frame_start, "max_line_length"
+                )
+            self._fail(
+                LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, frame_start, "max_frame_size"
+            )
 
-    def _parse_command(self, ls: int, content_end: int) -> None:
-        line = bytes(self._buf[ls:content_end])
+    def _parse_command(self, line_start: int, content_end: int) -> None:
+        line = bytes(self._buf[line_start:content_end])
         problem = command_problem(line, self._strict, self._commands, self.version)
         if problem is not None:
-            self._fail(problem[1], problem[2], ls + problem[0], self._fs)
+            self._fail(problem[1], problem[2], line_start + problem[0], self._frame_start)
         command = line.decode("utf-8")
         self._command = command
         self._escaped = command not in UNESCAPED_COMMANDS
 
-    def _parse_header(self, ls: int, content_end: int) -> None:
+    def _parse_header(self, line_start: int, content_end: int) -> None:
         """Check one complete header line and append its (name, value)."""
-        line = bytes(self._buf[ls:content_end])
+        line = bytes(self._buf[line_start:content_end])
         escaped = self._escaped
-        first_length = self._cl < 0
+        first_length = self._content_length < 0
         # the usual line, checked in a few scans; anything else is diagnosed below
         colon = line.find(b":")
         if colon > 0 and b"\0" not in line and (self._bare_cr_ok or b"\r" not in line):
@@ -662,7 +677,7 @@ class Decoder:
                         self._headers.append((name, value))
                         return
                     if value_b.isdigit() and len(value_b) <= 19 and int(value_b) <= self._max_body:
-                        self._cl = int(value_b)
+                        self._content_length = int(value_b)
                         self._headers.append((name, value))
                         return
         problem = header_problem(
@@ -674,7 +689,7 @@ class Decoder:
             content_length_max=self._max_body if first_length else -1,
         )
         if problem is not None:
-            self._fail(problem[1], problem[2], ls + problem[0], self._fs, problem[3])
+            self._fail(problem[1], problem[2], line_start + problem[0], self._frame_start, problem[3])
         name_b, _, value_b = line.partition(b":")
         name = name_b.decode("utf-8")
         value = value_b.decode("utf-8")
@@ -682,50 +697,60 @@ class Decoder:
             name = self._unescape(name)
             value = self._unescape(value)
         if first_length and name_b == b"content-length":
-            self._cl = int(value_b)  # checked above: decimal, within max_body_size
+            self._content_length = int(value_b)  # checked above: decimal, within max_body_size
         self._headers.append((name, value))
 
-    def _begin_body(self, bs: int) -> None:
+    def _begin_body(self, body_start: int) -> None:
         """The head is complete: checks that need the whole head, then the body phase."""
-        self._bs = self._bscan = bs
+        self._body_start = self._body_scan = body_start
         self._phase = _BODY
-        cl = self._cl
-        if cl >= 0:
-            fs = self._fs
-            if cl and self._strict and self._command not in BODY_COMMANDS:
-                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), bs, fs)
-            if bs + cl + 1 - fs > self._max_frame:
-                frame_at = fs + self._max_frame
-                self._fail(LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, fs, "max_frame_size")
+        content_length = self._content_length
+        if content_length >= 0:
+            frame_start = self._frame_start
+            if content_length and self._strict and self._command not in BODY_COMMANDS:
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), body_start, frame_start)
+            if body_start + content_length + 1 - frame_start > self._max_frame:
+                frame_at = frame_start + self._max_frame
+                self._fail(
+                    LimitExceededError, FRAME_TOO_LARGE.format(self._max_frame), frame_at, frame_start, "max_frame_size"
+                )
 
     def _read_body(self, end: int, out: List[Any]) -> bool:
         buf = self._buf
-        fs = self._fs
-        bs = self._bs
-        cl = self._cl
-        if cl >= 0:
-            nul = bs + cl
+        frame_start = self._frame_start
+        body_start = self._body_start
+        content_length = self._content_length
+        if content_length >= 0:
+            nul = body_start + content_length
             if end <= nul:
                 return False
             if buf[nul]:
-                self._fail(MissingNullError, MISSING_NULL.format(cl), nul, fs)
+                self._fail(MissingNullError, MISSING_NULL.format(content_length), nul, frame_start)
         else:
-            if self._bscan == bs and end > bs and buf[bs] and self._strict and self._command not in BODY_COMMANDS:
-                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), bs, fs)
-            frame_at = fs + self._max_frame
-            body_at = bs + self._max_body
-            nul = buf.find(b"\0", self._bscan, min(end, body_at + 1, frame_at))
+            if (
+                self._body_scan == body_start
+                and end > body_start
+                and buf[body_start]
+                and self._strict
+                and self._command not in BODY_COMMANDS
+            ):
+                self._fail(BodyNotAllowedError, BODY_NOT_ALLOWED.format(self._command), body_start, frame_start)
+            frame_at = frame_start + self._max_frame
+            body_at = body_start + self._max_body
+            nul = buf.find(b"\0", self._body_scan, min(end, body_at + 1, frame_at))
             if nul < 0:
                 if end > frame_at and frame_at <= body_at:
                     reason = FRAME_TOO_LARGE.format(self._max_frame)
-                    self._fail(LimitExceededError, reason, frame_at, fs, "max_frame_size")
+                    self._fail(LimitExceededError, reason, frame_at, frame_start, "max_frame_size")
                 if end > body_at:
-                    self._fail(LimitExceededError, BODY_TOO_LARGE.format(self._max_body), body_at, fs, "max_body_size")
-                self._bscan = end
+                    self._fail(
+                        LimitExceededError, BODY_TOO_LARGE.format(self._max_body), body_at, frame_start, "max_body_size"
+                    )
+                self._body_scan = end
                 return False
         # one copy for large bodies (a bytearray slice would copy twice)
-        body = bytes(memoryview(buf)[bs:nul]) if nul - bs > 4096 else bytes(buf[bs:nul])
-        out.append(_make_frame(self._command, tuple(self._headers), body, self._base + fs))  # type: ignore[arg-type]
+        body = bytes(memoryview(buf)[body_start:nul]) if nul - body_start > 4096 else bytes(buf[body_start:nul])
+        out.append(_make_frame(self._command, tuple(self._headers), body, self._base + frame_start))  # type: ignore[arg-type]
         self._pos = nul + 1
         self._phase = _BETWEEN
         return True

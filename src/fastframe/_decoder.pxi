@@ -38,7 +38,7 @@ cdef class Decoder:
     cdef Py_ssize_t rest_size
     # the frame in progress (indexes into cur)
     cdef Phase phase
-    cdef Py_ssize_t fs, ls, scan, bs, bscan, cl
+    cdef Py_ssize_t frame_start, line_start, line_scan, body_start, body_scan, content_length
     cdef str command
     cdef bint escaped
     cdef PyObject **pairs  # the (name, value) tuples of the frame in progress (owned)
@@ -158,11 +158,11 @@ cdef class Decoder:
         return 0
 
     cdef inline void _start_frame(self, Py_ssize_t index):
-        self.fs = self.ls = self.scan = index
+        self.frame_start = self.line_start = self.line_scan = index
         self.command = None
         self.escaped = True
         _drop_pairs(self)
-        self.cl = self.bs = self.bscan = -1
+        self.content_length = self.body_start = self.body_scan = -1
 
     @property
     def bytes_fed(self):
@@ -246,7 +246,7 @@ cdef class Decoder:
                     raise make_decode_error(
                         TruncatedError, TRUNCATED.format(what, self.base + self.pos), end,
                         PyBytes_FromStringAndSize(PyBytes_AS_STRING(<object>self.sink) + self.sunk - RADIUS, RADIUS),
-                        end - RADIUS, self.base + self.fs, end, "",
+                        end - RADIUS, self.base + self.frame_start, end, "",
                     )
                 _fail(self, TruncatedError, TRUNCATED.format(what, self.base + self.pos), self.end, self.pos, "")
             except FrameError as error:
@@ -309,121 +309,121 @@ cdef class Decoder:
     @cython.wraparound(False)
     cdef bint _head_lines(self, const unsigned char *b, Py_ssize_t end) except -1:
         """Parse head lines, resuming where the last call stopped; True when complete."""
-        cdef Py_ssize_t ls, lf, content_end, avail
-        cdef Py_ssize_t frame_limit = self.fs + self.max_frame
+        cdef Py_ssize_t line_start, lf, content_end, avail
+        cdef Py_ssize_t frame_limit = self.frame_start + self.max_frame
         cdef const unsigned char *hit
         while True:
-            ls = self.ls
-            hit = <const unsigned char *>memchr(b + self.scan, LF, end - self.scan)
+            line_start = self.line_start
+            hit = <const unsigned char *>memchr(b + self.line_scan, LF, end - self.line_scan)
             if hit == NULL:
-                self.scan = end
+                self.line_scan = end
                 # a CR at the very end may be half of an EOL: judge the line without it
-                avail = end - 1 if end > ls and b[end - 1] == CR else end
-                _check_line_limits(self, ls, avail, avail > frame_limit)
+                avail = end - 1 if end > line_start and b[end - 1] == CR else end
+                _check_line_limits(self, line_start, avail, avail > frame_limit)
                 return False
             lf = hit - b
-            content_end = lf - 1 if lf > ls and b[lf - 1] == CR else lf
-            if (content_end - ls > self.max_line or lf >= frame_limit
-                    or (self.n_pairs >= self.max_count and content_end > ls and self.command is not None)):
-                _check_line_limits(self, ls, content_end, lf >= frame_limit)
+            content_end = lf - 1 if lf > line_start and b[lf - 1] == CR else lf
+            if (content_end - line_start > self.max_line or lf >= frame_limit
+                    or (self.n_pairs >= self.max_count and content_end > line_start and self.command is not None)):
+                _check_line_limits(self, line_start, content_end, lf >= frame_limit)
             if self.command is None:
-                self._parse_command(b, ls, content_end)
-            elif content_end == ls:
-                self.ls = self.scan = lf + 1
+                self._parse_command(b, line_start, content_end)
+            elif content_end == line_start:
+                self.line_start = self.line_scan = lf + 1
                 self._begin_body(lf + 1)
                 return True
             else:
-                self._parse_header(b, ls, content_end)
-            self.ls = self.scan = lf + 1
+                self._parse_header(b, line_start, content_end)
+            self.line_start = self.line_scan = lf + 1
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    cdef int _parse_command(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
-        cdef Py_ssize_t size = content_end - ls
+    cdef int _parse_command(self, const unsigned char *b, Py_ssize_t line_start, Py_ssize_t content_end) except -1:
+        cdef Py_ssize_t size = content_end - line_start
         cdef Py_ssize_t i
-        cdef object command = _lookup(_commands, _n_commands, <const char *>b + ls, size)
+        cdef object command = _lookup(_commands, _n_commands, <const char *>b + line_start, size)
         if command is None:
-            for i in range(ls, content_end):
+            for i in range(line_start, content_end):
                 if b[i] == 0 or b[i] == CR:
                     break
             else:
                 try:
-                    command = PyUnicode_DecodeUTF8(<char *>b + ls, size, NULL)
+                    command = PyUnicode_DecodeUTF8(<char *>b + line_start, size, NULL)
                 except UnicodeDecodeError:
                     command = None
             if command is None or (self.strict and command not in self.commands):
-                _command_error(self, ls, content_end)
+                _command_error(self, line_start, content_end)
         elif self.strict and command not in self.commands:  # NACK or STOMP in 1.0
-            _command_error(self, ls, content_end)
+            _command_error(self, line_start, content_end)
         self.command = command
         self.escaped = command not in UNESCAPED_COMMANDS
         return 0
 
     @cython.boundscheck(False)
     @cython.wraparound(False)
-    cdef int _parse_header(self, const unsigned char *b, Py_ssize_t ls, Py_ssize_t content_end) except -1:
+    cdef int _parse_header(self, const unsigned char *b, Py_ssize_t line_start, Py_ssize_t content_end) except -1:
         cdef Py_ssize_t colon, i, value_at
         cdef unsigned char c
         cdef int name_flags, value_flags = 0, bad
         cdef bint unescape = self.escaped and self.escape_set >= 0
         cdef unsigned long long length = 0
-        cdef const unsigned char *hit = <const unsigned char *>memchr(b + ls, COLON, content_end - ls)
+        cdef const unsigned char *hit = <const unsigned char *>memchr(b + line_start, COLON, content_end - line_start)
         if hit != NULL:
             colon = hit - b
             value_at = colon + 1
-            name_flags = _byte_flags(b + ls, colon - ls)
+            name_flags = _byte_flags(b + line_start, colon - line_start)
             value_flags = _byte_flags(b + value_at, content_end - value_at)
         else:
             colon = value_at = content_end
-            name_flags = _byte_flags(b + ls, content_end - ls)
+            name_flags = _byte_flags(b + line_start, content_end - line_start)
         # what the line may not hold under this decoder's options
         bad = HAS_NUL
         if not self.bare_cr_ok:
             bad |= HAS_CR
         if (name_flags | value_flags) & bad:
-            _diagnose(self, b, ls, content_end)
-        if (value_flags & HAS_COLON and not (self.colon_ok or not self.escaped)) or colon == ls or (
+            _diagnose(self, b, line_start, content_end)
+        if (value_flags & HAS_COLON and not (self.colon_ok or not self.escaped)) or colon == line_start or (
             hit == NULL and not self.missing_colon_ok
         ):
-            _diagnose(self, b, ls, content_end)
+            _diagnose(self, b, line_start, content_end)
         # a ColumnDecoder copies a field's wire bytes unless they need checking (UTF-8) or unescaping
         name = value = RAW
         if not self.columnar or name_flags & HAS_HIGH or (unescape and name_flags & HAS_BACKSLASH):
-            name = _field(self, b + ls, colon - ls, name_flags & HAS_BACKSLASH, unescape, name_flags & HAS_HIGH)
+            name = _field(self, b + line_start, colon - line_start, name_flags & HAS_BACKSLASH, unescape, name_flags & HAS_HIGH)
         if not self.columnar or value_flags & HAS_HIGH or (unescape and value_flags & HAS_BACKSLASH):
             value = _field(self, 
                 b + value_at, content_end - value_at, value_flags & HAS_BACKSLASH, unescape, value_flags & HAS_HIGH
             )
         if name is None or value is None:
-            _diagnose(self, b, ls, content_end)
-        if self.cl < 0 and colon - ls == 14 and memcmp(b + ls, b"content-length", 14) == 0:
+            _diagnose(self, b, line_start, content_end)
+        if self.content_length < 0 and colon - line_start == 14 and memcmp(b + line_start, b"content-length", 14) == 0:
             if value_at == content_end:
-                _diagnose(self, b, ls, content_end)
+                _diagnose(self, b, line_start, content_end)
             for i in range(value_at, content_end):
                 c = b[i]
                 if c < 48 or c > 57 or length > MAX_CONTENT_LENGTH // 10:
-                    _diagnose(self, b, ls, content_end)
+                    _diagnose(self, b, line_start, content_end)
                 length = length * 10 + (c - 48)
             if length > <unsigned long long>self.max_body:
-                _diagnose(self, b, ls, content_end)
-            self.cl = <Py_ssize_t>length
+                _diagnose(self, b, line_start, content_end)
+            self.content_length = <Py_ssize_t>length
         if self.columnar:
-            _store_field_pair(self, b + ls, colon - ls, name, b + value_at, content_end - value_at, value)
+            _store_field_pair(self, b + line_start, colon - line_start, name, b + value_at, content_end - value_at, value)
         else:
             _push_pair(self, _pair(self, name, value))
         return 0
 
-    cdef int _begin_body(self, Py_ssize_t bs) except -1:
+    cdef int _begin_body(self, Py_ssize_t body_start) except -1:
         """The head is complete: checks that need the whole head, then the body phase."""
-        cdef Py_ssize_t fs = self.fs
-        self.bs = self.bscan = bs
+        cdef Py_ssize_t frame_start = self.frame_start
+        self.body_start = self.body_scan = body_start
         self.phase = BODY
-        if self.cl >= 0:
-            if self.cl and self.strict and self.command not in BODY_COMMANDS:
-                _fail(self, BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), bs, fs, "")
-            if bs + self.cl + 1 - fs > self.max_frame:
+        if self.content_length >= 0:
+            if self.content_length and self.strict and self.command not in BODY_COMMANDS:
+                _fail(self, BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), body_start, frame_start, "")
+            if body_start + self.content_length + 1 - frame_start > self.max_frame:
                 _fail(self, 
-                    LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), fs + self.max_frame, fs,
+                    LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), frame_start + self.max_frame, frame_start,
                     "max_frame_size",
                 )
         return 0
@@ -431,46 +431,46 @@ cdef class Decoder:
     @cython.boundscheck(False)
     @cython.wraparound(False)
     cdef bint _read_body(self, const unsigned char *b, Py_ssize_t end, list out) except -1:
-        cdef Py_ssize_t fs = self.fs, bs = self.bs, nul, frame_at, body_at, stop
+        cdef Py_ssize_t frame_start = self.frame_start, body_start = self.body_start, nul, frame_at, body_at, stop
         cdef const unsigned char *hit
         cdef tuple headers
         cdef const char *command
         cdef Py_ssize_t size
-        if self.cl >= 0:
-            nul = bs + self.cl
+        if self.content_length >= 0:
+            nul = body_start + self.content_length
             if end <= nul:
                 return False
             if b[nul] != 0:
-                _fail(self, MissingNullError, MISSING_NULL.format(self.cl), nul, fs, "")
+                _fail(self, MissingNullError, MISSING_NULL.format(self.content_length), nul, frame_start, "")
         else:
-            if (self.bscan == bs and end > bs and b[bs] != 0 and self.strict
+            if (self.body_scan == body_start and end > body_start and b[body_start] != 0 and self.strict
                     and self.command not in BODY_COMMANDS):
-                _fail(self, BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), bs, fs, "")
-            frame_at = fs + self.max_frame
-            body_at = bs + self.max_body
+                _fail(self, BodyNotAllowedError, BODY_NOT_ALLOWED.format(self.command), body_start, frame_start, "")
+            frame_at = frame_start + self.max_frame
+            body_at = body_start + self.max_body
             stop = min(end, body_at + 1, frame_at)
             hit = NULL
-            if stop > self.bscan:
-                hit = <const unsigned char *>memchr(b + self.bscan, 0, stop - self.bscan)
+            if stop > self.body_scan:
+                hit = <const unsigned char *>memchr(b + self.body_scan, 0, stop - self.body_scan)
             if hit == NULL:
                 if end > frame_at and frame_at <= body_at:
                     _fail(self, 
-                        LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), frame_at, fs, "max_frame_size"
+                        LimitExceededError, FRAME_TOO_LARGE.format(self.max_frame), frame_at, frame_start, "max_frame_size"
                     )
                 if end > body_at:
-                    _fail(self, LimitExceededError, BODY_TOO_LARGE.format(self.max_body), body_at, fs, "max_body_size")
-                self.bscan = end
+                    _fail(self, LimitExceededError, BODY_TOO_LARGE.format(self.max_body), body_at, frame_start, "max_body_size")
+                self.body_scan = end
                 return False
             nul = hit - b
         if self.columnar:
             command = PyUnicode_AsUTF8AndSize(self.command, &size)
-            self.store.commit(command, size, <const char *>b + bs, nul - bs, self.base + fs)
+            self.store.commit(command, size, <const char *>b + body_start, nul - body_start, self.base + frame_start)
             self.n_pairs = 0  # the store has them
         else:
             headers = _take_pairs(self)
             PyObject_GC_UnTrack(<void *>headers)  # holds only (str, str) pairs
             out.append(_make_frame(
-                self.command, headers, PyBytes_FromStringAndSize(<const char *>b + bs, nul - bs), self.base + fs
+                self.command, headers, PyBytes_FromStringAndSize(<const char *>b + body_start, nul - body_start), self.base + frame_start
             ))
         self.pos = nul + 1
         self.phase = BETWEEN

@@ -65,9 +65,9 @@ cdef int _size_sink(Decoder self, Py_ssize_t size) except -1:
 
 cdef inline bint _sink_wanted(Decoder self, Py_ssize_t have) noexcept:
     """A large body is incomplete, ``have`` of its bytes are here, no sink yet: the body goes to a sink."""
-    if self.phase != BODY or self.cl < SINK_MIN or self.sink != NULL:
+    if self.phase != BODY or self.content_length < SINK_MIN or self.sink != NULL:
         return False
-    return RADIUS <= have <= self.cl  # an excerpt must never need bytes before bs
+    return RADIUS <= have <= self.content_length  # an excerpt must never need bytes before body_start
 
 
 cdef inline Py_ssize_t _sink_size(Decoder self, Py_ssize_t have) noexcept:
@@ -77,31 +77,31 @@ cdef inline Py_ssize_t _sink_size(Decoder self, Py_ssize_t have) noexcept:
     is allocated once, and never grows by a copy); else twice what arrived, at least SINK_MIN. So an
     announced content-length alone reserves at most SINK_MIN (SECURITY.md).
     """
-    if self.cl <= SINK_RESERVE and self.cl <= SINK_AHEAD * have:
-        return self.cl
-    return min(self.cl, max(2 * have, SINK_MIN))
+    if self.content_length <= SINK_RESERVE and self.content_length <= SINK_AHEAD * have:
+        return self.content_length
+    return min(self.content_length, max(2 * have, SINK_MIN))
 
 
 cdef int _open_sink(Decoder self, const unsigned char *body, Py_ssize_t have) except -1:
-    """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``bs``)."""
+    """Move the body's first ``have`` bytes into a new sink; the head stays in buf (``end`` is ``body_start``)."""
     _size_sink(self, _sink_size(self, have))
     memcpy(PyBytes_AS_STRING(<object>self.sink), body, have)
     self.sunk = have
-    self.end = self.bs
+    self.end = self.body_start
     return 0
 
 
 cdef int _start_sink(Decoder self) except -1:
     """After a feed: a large body still incomplete moves out of buf, into the frame's own bytes."""
-    cdef Py_ssize_t have = self.end - self.bs
+    cdef Py_ssize_t have = self.end - self.body_start
     if _sink_wanted(self, have):
-        _open_sink(self, self.buf + self.bs, have)
+        _open_sink(self, self.buf + self.body_start, have)
     return 0
 
 
 cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t size, list out) except -1:
     """Copy body bytes straight into the sink; at the NUL, the frame. Returns the bytes consumed."""
-    cdef Py_ssize_t n = min(self.cl - self.sunk, size), nul_at, hi
+    cdef Py_ssize_t n = min(self.content_length - self.sunk, size), nul_at, hi
     cdef char *into
     cdef const char *command
     cdef Py_ssize_t command_size
@@ -113,19 +113,19 @@ cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t s
     self.sunk += n
     if n == size:
         return n
-    nul_at = self.base + self.bs + self.cl  # the stream offset of the byte after the body
+    nul_at = self.base + self.body_start + self.content_length  # the stream offset of the byte after the body
     if data[n] != 0:
         hi = min(n + RADIUS, size)
-        window = PyBytes_FromStringAndSize(into + self.cl - RADIUS, RADIUS)
+        window = PyBytes_FromStringAndSize(into + self.content_length - RADIUS, RADIUS)
         window += PyBytes_FromStringAndSize(<const char *>data + n, hi - n)
         _append(self, data + n, size - n)  # fed is fed: counted as buffered, as in the Python twin
         raise make_decode_error(
-            MissingNullError, MISSING_NULL.format(self.cl), nul_at, window, nul_at - RADIUS,
-            self.base + self.fs, nul_at + hi - n, "",
+            MissingNullError, MISSING_NULL.format(self.content_length), nul_at, window, nul_at - RADIUS,
+            self.base + self.frame_start, nul_at + hi - n, "",
         )
     if self.columnar:
         command = PyUnicode_AsUTF8AndSize(self.command, &command_size)
-        self.store.commit(command, command_size, into, self.cl, self.base + self.fs)
+        self.store.commit(command, command_size, into, self.content_length, self.base + self.frame_start)
         self.n_pairs = 0  # the store has them
         _drop_sink(self)
     else:
@@ -135,7 +135,7 @@ cdef Py_ssize_t _fill_sink(Decoder self, const unsigned char *data, Py_ssize_t s
         self.sink = NULL
         self.sunk = self.sink_cap = 0
         Py_DECREF(body)
-        out.append(_make_frame(self.command, headers, <bytes>body, self.base + self.fs))
+        out.append(_make_frame(self.command, headers, <bytes>body, self.base + self.frame_start))
     # the frame is consumed: what follows its NUL starts a new buffer
     self.base = nul_at + 1
     self.pos = self.end = 0
@@ -227,12 +227,12 @@ cdef inline void _renumber(Decoder self, Py_ssize_t shift) noexcept:
     self.base += shift
     self.pos -= shift
     if self.phase != BETWEEN:
-        self.fs -= shift
-        self.ls -= shift
-        self.scan -= shift
-        if self.bs >= 0:
-            self.bs -= shift
-            self.bscan -= shift
+        self.frame_start -= shift
+        self.line_start -= shift
+        self.line_scan -= shift
+        if self.body_start >= 0:
+            self.body_start -= shift
+            self.body_scan -= shift
 
 
 cdef int _keep_tail(Decoder self, const unsigned char *data, Py_ssize_t size, bint parsed) except -1:
@@ -244,8 +244,8 @@ cdef int _keep_tail(Decoder self, const unsigned char *data, Py_ssize_t size, bi
     cdef Py_ssize_t shift = self.pos, keep
     _renumber(self, shift)
     self.end = keep = size - shift
-    if parsed and _sink_wanted(self, keep - self.bs):
-        keep = self.bs
+    if parsed and _sink_wanted(self, keep - self.body_start):
+        keep = self.body_start
     if keep:
         _reserve(self, keep)
         memcpy(self.buf, data + shift, keep)
