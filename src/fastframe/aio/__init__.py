@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ._client import Client, Reconnect, connect
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
-from ._transport import Session
+from ._transport import ClientSession
 
 if TYPE_CHECKING:
     from ._broker import Broker
@@ -66,7 +66,7 @@ __all__ = [
     "Message",
     "Reconnect",
     "ServerError",
-    "Session",
+    "ClientSession",
     "StaleMessageError",
     "Subscription",
     "Transaction",

@@ -13,7 +13,7 @@ import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
-from ._server import Server, ServerConnection, serve
+from ._server import ServedConnection, Server, serve
 
 __all__ = ["Broker", "run_broker"]
 
@@ -24,16 +24,16 @@ class _Handler:
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
 
-    def connection_made(self, conn: ServerConnection) -> None:
+    def connection_made(self, conn: ServedConnection) -> None:
         conn.context = self.core.open(conn)
 
-    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+    def frame_received(self, conn: ServedConnection, frame: Any) -> None:
         self.core.receive(conn.context, frame)
 
-    def frames_received(self, conn: ServerConnection, frames: List[Any]) -> None:
+    def frames_received(self, conn: ServedConnection, frames: List[Any]) -> None:
         self.core.receive_many(conn.context, frames)
 
-    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+    def connection_lost(self, conn: ServedConnection, cause: Optional[BaseException]) -> None:
         self.core.close(conn.context)
 
 

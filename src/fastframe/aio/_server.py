@@ -45,7 +45,7 @@ from ..broker import error_parts
 from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError
 from ..protocol import ServerConnection as ProtocolConnection
 
-__all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
+__all__ = ["serve", "Server", "ServedConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
 _log = logging.getLogger("fastframe.server")
 _CALLS = {"CONNECTED": "accept", "RECEIPT": "receipt", "ERROR": "error"}
@@ -62,20 +62,20 @@ class TimeoutClosed(ConnectionError):
 class FrameHandler(Protocol):
     """What :func:`serve` calls; the in-memory broker is one."""
 
-    def connection_made(self, conn: ServerConnection) -> None:
+    def connection_made(self, conn: ServedConnection) -> None:
         """A client connected (before any byte)."""
 
-    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+    def frame_received(self, conn: ServedConnection, frame: Any) -> None:
         """The client sent ``frame`` (CONNECT or STOMP first)."""
 
     # optional: ``frames_received(conn, frames)``, the frames of one read in one call (in order; the
     # handler stops at the first after which the connection is closing)
 
-    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+    def connection_lost(self, conn: ServedConnection, cause: Optional[BaseException]) -> None:
         """The connection ended; ``cause`` is why (``None`` for an orderly close)."""
 
 
-class ServerConnection(asyncio.Protocol):
+class ServedConnection(asyncio.Protocol):
     """One client connection: a :class:`fastframe.protocol.ServerConnection` over one transport (the
     handler keeps subscriptions, acks and transactions).
 
@@ -419,8 +419,8 @@ class Server:
         self._options = options
         self._decoder_options = dict(decoder_options)
         self._loop = asyncio.get_running_loop()
-        self._connections: Set[ServerConnection] = set()
-        self._congested: Set[ServerConnection] = set()
+        self._connections: Set[ServedConnection] = set()
+        self._congested: Set[ServedConnection] = set()
         self._idle = asyncio.Event()
         self._server: Optional[asyncio.Server] = None
         self._port = 0
@@ -507,6 +507,6 @@ async def serve(
         heartbeat_grace=merged["heartbeat_grace"], **(decoder_options or {})
     )  # refuse bad options now, not per connection
     server = Server(handler, merged, decoder_options or {})
-    server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
+    server._server = await server._loop.create_server(lambda: ServedConnection(server), host, port, ssl=ssl)
     server._port = server._server.sockets[0].getsockname()[1]
     return server
