@@ -126,10 +126,10 @@ def write_state_diagrams(app) -> None:
     out = DOCS / "_generated"
     out.mkdir(exist_ok=True)
     for role in ("client", "server"):
-        text = state_diagram.markdown(role)
-        path = out / f"states-{role}.md"
-        if not path.exists() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+        for suffix, text in (("md", state_diagram.markdown(role)), ("svg", state_diagram.svg(role))):
+            path = out / f"states-{role}.{suffix}"
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
 
 
 NAPOLEON = Config()
