@@ -50,7 +50,7 @@ autodoc_typehints = "signature"
 autodoc_default_options = {
     "members": True,
     "show-inheritance": True,
-    "inherited-members": "BaseException,Exception,ValueError,RuntimeError,tuple,object,Enum,dict,int,str,DataSource",
+    "inherited-members": "BaseException,Exception,ValueError,RuntimeError,OSError,ConnectionError,tuple,object,Enum,dict,int,str,DataSource",
 }
 
 # Every cross-reference must resolve (-n): a broken reference to a fastframe name fails the build.
