@@ -8,10 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import threading
 
 import pytest
 
 import fastframe
+from _extras import require
 from fastframe import aio
 from fastframe.capture import Archive, serve_proxy
 from fastframe.sample import generate_stream
@@ -259,3 +261,49 @@ def test_a_live_broker_through_the_proxy(tmp_path, name):
     got = [f for path in files["conn-0001.s2c"] for f in fastframe.decode(read_file(path))]
     assert [f.body for f in got if f.command == "MESSAGE"] == [m.body for m in received]
     assert [f.get("x-key") for f in got if f.command == "MESSAGE"] == [m.get("x-key") for m in received]
+
+
+@pytest.mark.interop
+def test_stomp_py_through_the_proxy_to_rabbitmq(tmp_path):
+    """A client nobody here wrote (stomp.py, threads), heart-beats on: it sees what it would see without the
+    proxy, and the archive holds exactly the frames each side sent."""
+    stomp = require("stomp", "bench")
+    broker = BROKERS["rabbitmq"]
+    require_broker(broker)
+    destination = unique("capture-stomppy", broker)
+    bodies = [binary_body(i) for i in range(500)]
+    loop = asyncio.new_event_loop()
+    archive = Archive(str(tmp_path), "rabbit")
+    proxy = loop.run_until_complete(serve_proxy(archive, HOST, 0, HOST, broker.port))
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    got, done = [], threading.Event()
+
+    class Listener(stomp.ConnectionListener):
+        def on_message(self, frame):
+            got.append((frame.body, frame.headers.get("x-key")))
+            if len(got) == len(bodies):
+                done.set()
+
+    try:
+        conn = stomp.Connection12([(HOST, proxy.port)], heartbeats=(500, 500), auto_decode=False, vhost="/")
+        conn.set_listener("t", Listener())
+        conn.connect("guest", "guest", wait=True)
+        conn.subscribe(destination, id="1", ack="auto")
+        for i, body in enumerate(bodies):
+            conn.send(destination, body, headers={"x-key": f"a:b\nc\\{i}"})
+        assert done.wait(30)
+        conn.disconnect()
+    finally:
+        asyncio.run_coroutine_threadsafe(proxy.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.close()
+        archive.close()
+    assert got == [(body, f"a:b\nc\\{i}") for i, body in enumerate(bodies)]
+    files = stomp_files(str(tmp_path))
+    sent = fastframe.decode(joined(files["conn-0001.c2s"]))
+    received = fastframe.decode(joined(files["conn-0001.s2c"]))
+    assert [f.body for f in sent if f.command == "SEND"] == bodies
+    assert [(f.body, f.get("x-key")) for f in received if f.command == "MESSAGE"] == got
+    assert sent[0].command in ("CONNECT", "STOMP") and received[0].command == "CONNECTED"

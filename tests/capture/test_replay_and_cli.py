@@ -7,14 +7,19 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
 
+import pytest
+
 import fastframe
 from fastframe import aio
 from fastframe.capture import Archive, pieces_of, read_times, replay, serve_proxy
+from interop._live import IN_CI
 
 from .helpers import joined, read_file, stomp_files
 from .test_proxy import HOST, Wire, run
@@ -135,3 +140,50 @@ def test_record_and_broker_record_commands_then_replay_command(tmp_path):
     # SUBSCRIBE, 20 SENDs, UNSUBSCRIBE and DISCONNECT asked for receipts
     assert "answers: 44 frames (CONNECTED 1, MESSAGE 20, RECEIPT 23)" in done.stdout
     assert "  x-i: 19:\\" in done.stdout and "body: 7 bytes 'body\\x0019'" in done.stdout
+
+
+def test_record_with_tls_on_both_sides(tmp_path):
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        if IN_CI:
+            pytest.fail("the openssl command is required in CI")
+        pytest.skip("the openssl command is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(str(cert), str(key))
+    out = tmp_path / "tls"
+
+    async def main():
+        async with aio.Broker(port=0, ssl=server_ctx) as broker:
+            proxy = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "fastframe", "record", "--listen", "127.0.0.1:0",
+                "--upstream", f"127.0.0.1:{broker.port}", "--out", str(out), "--name", "tls",
+                "--ssl-certfile", str(cert), "--ssl-keyfile", str(key), "--ssl-upstream", "--ssl-upstream-cafile", str(cert),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            try:
+                line = (await asyncio.wait_for(proxy.stdout.readline(), 30)).decode()
+                port = int(re.search(r"listening on 127\.0\.0\.1:(\d+)", line).group(1))
+                wire = Wire()
+                client_ctx = ssl.create_default_context(cafile=str(cert))
+                async with aio.connect(HOST, port, ssl=client_ctx, wire_hook=wire) as client:
+                    async with await client.subscribe("/queue/tls") as sub:
+                        await client.send("/queue/tls", b"secret\0bytes", receipt=True)
+                        assert (await sub.get(timeout=5)).body == b"secret\0bytes"
+                    await client.disconnect(timeout=5)
+                await asyncio.sleep(0.2)
+            finally:
+                proxy.send_signal(signal.SIGINT)
+                _, err = await asyncio.wait_for(proxy.communicate(), 30)
+            assert proxy.returncode == 0, err
+        return wire
+
+    wire = run(main())
+    files = stomp_files(str(out / "tls"))
+    assert joined(files["conn-0001.c2s"]) == bytes(wire.out)  # the STOMP bytes, never TLS records
+    assert joined(files["conn-0001.s2c"]) == bytes(wire.into)
