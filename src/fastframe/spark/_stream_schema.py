@@ -8,6 +8,7 @@ file source's types, so the same code reads both.
 from __future__ import annotations
 
 import time
+from itertools import accumulate, chain
 from typing import Any, List, Optional, Sequence, Tuple
 
 #: (name, Spark type, nullable, meaning) of every column, in order.
@@ -80,44 +81,29 @@ def messages_to_batch(
 
     schema = schema or stream_arrow_schema()
     n = len(messages)
-    names: List[str] = []
-    values: List[str] = []
-    header_offsets = [0]
-    map_names: List[str] = []
-    map_values: List[str] = []
-    map_offsets = [0]
-    bodies: List[bytes] = []
-    ids: List[Optional[str]] = []
-    subs: List[Optional[str]] = []
-    redelivered: List[bool] = []
-    for message in messages:
-        pairs = message.headers
-        seen = set()
-        for name, value in pairs:
-            names.append(name)
-            values.append(value)
-            if name not in seen:
-                seen.add(name)
-                map_names.append(name)
-                map_values.append(value)
-        header_offsets.append(len(names))
-        map_offsets.append(len(map_names))
-        bodies.append(message.body)
-        ids.append(message.message_id)
-        subs.append(message.get("subscription"))
-        redelivered.append(message.get("redelivered") == "true")
+    rows = [message.headers for message in messages]
+    counts = list(map(len, rows))
+    flat = list(chain.from_iterable(rows))
+    names, values = (list(column) for column in zip(*flat)) if flat else ([], [])
+    header_offsets = list(accumulate(counts, initial=0))
     headers_type = schema.field("headers").type
     struct = headers_type.value_type
-    flat = pa.StructArray.from_arrays(
-        [pa.array(names, pa.string()), pa.array(values, pa.string())], fields=[struct.field(0), struct.field(1)]
-    )
-    headers = pa.ListArray.from_arrays(pa.array(header_offsets, pa.int32()), flat, type=headers_type)
-    header_map = pa.MapArray.from_arrays(
-        pa.array(map_offsets, pa.int32()),
-        pa.array(map_names, pa.string()),
-        pa.array(map_values, pa.string()),
-        type=schema.field("header_map").type,
-    )
+    name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
+    pairs = pa.StructArray.from_arrays([name_array, value_array], fields=[struct.field(0), struct.field(1)])
+    offsets_array = pa.array(header_offsets, pa.int32())
+    headers = pa.ListArray.from_arrays(offsets_array, pairs, type=headers_type)
+    firsts = [dict(reversed(pairs_of_row)) for pairs_of_row in rows]  # the first of each name wins
+    if all(len(first) == count for first, count in zip(firsts, counts)):
+        map_names, map_values, map_offsets = name_array, value_array, offsets_array  # no repeats: shared arrays
+    else:
+        map_names = pa.array([name for first in firsts for name in first], pa.string())
+        map_values = pa.array([value for first in firsts for value in first.values()], pa.string())
+        map_offsets = pa.array(list(accumulate(map(len, firsts), initial=0)), pa.int32())
+    header_map = pa.MapArray.from_arrays(map_offsets, map_names, map_values, type=schema.field("header_map").type)
+    bodies = [message.body for message in messages]
+    ids = [message.message_id for message in messages]
+    subs = [message.get("subscription") for message in messages]
+    redelivered = [message.get("redelivered") == "true" for message in messages]
     now = int(time.time() * 1_000_000)
     columns = {
         "destination": pa.repeat(pa.scalar(destination, pa.string()), n),
