@@ -108,6 +108,7 @@ class ServedConnection(asyncio.Protocol):
         self._cause: Optional[BaseException] = None
         self._registered = False
         self._paused = False  # reading paused by the server's flow control (deadlines wait meanwhile)
+        self._wire: Any = None  # the serve() option wire_hook's hook for this connection
         #: True once close() or abort() was called
         self.closing = False
         #: free for the handler (the broker keeps its session here)
@@ -135,6 +136,8 @@ class ServedConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._options["outbound_high_water"])
         server._connections.add(self)
         self._registered = True
+        if self._options["wire_hook"] is not None:
+            self._wire = self._options["wire_hook"](self)
         if server._congested:
             transport.pause_reading()
             self._paused = True
@@ -161,6 +164,8 @@ class ServedConnection(asyncio.Protocol):
             self.close(exc)
 
     def _received(self, data: bytes) -> None:
+        if self._wire is not None:
+            self._wire("in", data)
         self._now = self._loop.time()
         proto = self._proto
         whole = proto.frames_end
@@ -210,6 +215,11 @@ class ServedConnection(asyncio.Protocol):
         server = self._server
         server._connections.discard(self)
         self._set_congested(False)
+        if self._wire is not None and hasattr(self._wire, "close"):
+            try:
+                self._wire.close()
+            except Exception:
+                _log.exception("STOMP connection from %s: the wire hook's close failed", self.peer)
         try:
             server._handler.connection_lost(self, self._cause or exc)
         except Exception:
@@ -295,7 +305,10 @@ class ServedConnection(asyncio.Protocol):
     def _flush(self) -> None:
         out, self._out, self._out_bytes = self._out, [], 0
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(b"".join(out))
+            data = b"".join(out)
+            if self._wire is not None:
+                self._wire("out", data)
+            self._transport.write(data)
             self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
             self._proto.data_sent(self._loop.time())
 
@@ -393,6 +406,8 @@ class ServedConnection(asyncio.Protocol):
             return
         beat = self._proto.heartbeat_due(now)
         if beat and self._transport is not None:
+            if self._wire is not None:
+                self._wire("out", beat)
             self._transport.write(beat)
         self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
@@ -407,6 +422,7 @@ _DEFAULTS: Dict[str, Any] = {
     "outbound_high_water": 1024 * 1024,
     "slow_consumer_timeout": 10.0,
     "close_timeout": 5.0,
+    "wire_hook": None,
 }
 
 
@@ -494,7 +510,10 @@ async def serve(
     Keyword options (defaults in brackets): ``heartbeat`` [(10000, 10000)] the server's heart-beat
     pair for CONNECTED; ``heartbeat_grace`` [2.0]; ``max_connections`` [1000]; ``handshake_timeout``
     [10.0 s]; ``frame_timeout`` [30.0 s]; ``max_outbound_bytes`` [16 MiB]; ``outbound_high_water``
-    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]. ``decoder_options`` are
+    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]; ``wire_hook`` [None]: called
+    with each new connection, it returns ``None`` or a ``hook(direction, data)`` that sees every byte
+    ("in": from the client, "out": to it; its ``close()``, if any, is called when the connection ends),
+    e.g. :meth:`fastframe.capture.Archive.server_hook`. ``decoder_options`` are
     :class:`fastframe.Decoder` options (limits, tolerances). ``ssl`` serves TLS.
     """
     unknown = set(options) - set(_DEFAULTS)
