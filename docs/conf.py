@@ -97,6 +97,7 @@ PUBLIC_MODULES = [
     "fastframe.sample_archive",
     "fastframe.protocol",
     "fastframe.aio",
+    "fastframe.server",
     "fastframe.broker",
     "fastframe.spark",
     "fastframe.spark.standalone",

@@ -40,21 +40,16 @@ from ._subscription import Message, Subscription, Transaction
 from ._transport import ClientSession
 
 if TYPE_CHECKING:
-    from ._broker import Broker
-    from ._server import serve
+    from ..server import Broker, serve
 
 
 def __getattr__(name: str) -> Any:
-    # the server side (and the broker under it) is imported when first used: a client program
-    # does not pay for it at start-up
-    if name == "Broker":
-        from ._broker import Broker
+    # the server side (fastframe.server, and the broker under it) is imported when first used: a
+    # client program does not pay for it at start-up
+    if name in ("Broker", "serve"):
+        from .. import server
 
-        return Broker
-    if name == "serve":
-        from ._server import serve
-
-        return serve
+        return getattr(server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

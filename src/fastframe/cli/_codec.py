@@ -225,7 +225,7 @@ def _heartbeat_pair(text: str) -> Tuple[int, int]:
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
-    from ..aio._broker import run_broker  # asyncio and the broker load only for this command
+    from ..server import run_broker  # asyncio and the broker load only for this command
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
     options: Dict[str, Any] = {}

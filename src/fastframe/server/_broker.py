@@ -14,7 +14,7 @@ import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
-from ._server import ServedConnection, Server, serve
+from ._serve import ServedConnection, Server, serve
 
 __all__ = ["Broker", "run_broker"]
 
@@ -47,7 +47,7 @@ class Broker:
         max_stored_bytes: bound on bodies held for queues without consumers.
         ssl: an ``ssl.SSLContext`` to serve TLS.
         decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
-        **server_options: the options of :func:`fastframe.aio.serve` (timeouts, heart-beats, bounds).
+        **server_options: the options of :func:`fastframe.server.serve` (timeouts, heart-beats, bounds).
     """
 
     def __init__(
