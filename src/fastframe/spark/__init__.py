@@ -45,6 +45,13 @@ _LAZY = {
     "option_names": "._options",
     "spark_schema": "._schema",
     "write_index": ".._split_index",  # needs no Spark: fastframe._split_index
+    # what the command line's `fastframe convert` uses (imported from here, not from the private
+    # modules; not in __all__: no API of their own)
+    "read_options": "._options",
+    "list_files": "._read",
+    "ExecutorProblem": "._cluster",
+    "check_executors": "._cluster",
+    "tasks_per_executor": "._cluster",
 }
 
 
