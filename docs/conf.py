@@ -103,6 +103,7 @@ PUBLIC_MODULES = [
     "fastframe.spark.standalone",
     "fastframe.cli",
     "fastframe.capture",
+    "fastframe.archive",
 ]
 # Public modules (no part of the name starts with "_") whose names are documented under another
 # module's: any other public module without a page fails the build.

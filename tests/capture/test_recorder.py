@@ -15,7 +15,7 @@ import time
 import pytest
 
 import fastframe
-from fastframe._split_index import load_checkpoints
+from fastframe.archive import load_checkpoints
 from fastframe.capture import Archive, _recorder, read_times
 
 from .helpers import client_stream, joined, pieces, read_file, server_stream, stomp_files

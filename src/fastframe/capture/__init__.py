@@ -22,7 +22,7 @@ format read it)::
     OUT/BROKER/YYYY-MM-DD/conn-0003.s2c.stomp[.gz]        what the server sent
     OUT/BROKER/YYYY-MM-DD/conn-0003.c2s_0002.stomp[.gz]   the next piece, after a roll
     ....stomp[.gz].ffidx     proven frame boundaries (fastframe.spark.write_index's format), at each roll
-    ....stomp[.gz].fftimes   arrival time of every frame (format: fastframe._arrival_times)
+    ....stomp[.gz].fftimes   arrival time of every frame (format: fastframe.archive)
 
 Recording never alters nor stops traffic: bytes are recorded as they are (a malformed stream too;
 its pieces then end where the reader's error row will show it), pieces are cut only at frame
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .._arrival_times import read_times
+from ..archive import read_times
 from ._recorder import Archive, Recorder
 
 if TYPE_CHECKING:

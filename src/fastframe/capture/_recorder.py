@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import fastframe
 
-from .._arrival_times import RECORD
+from ..archive import RECORD
 from ._sink import FileSink, Opener, Recording, Writer, _log
 
 #: ``Recorder`` directions by name: the client's wire_hook says "out"/"in", a server's "in"/"out".

@@ -17,7 +17,7 @@ from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence,
 
 import fastframe
 
-from .._arrival_times import read_times
+from ..archive import read_times
 
 __all__ = ["ReplayResult", "pieces_of", "replay"]
 

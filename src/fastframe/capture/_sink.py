@@ -18,9 +18,7 @@ import threading
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from .._arrival_times import MAGIC, times_path
-from .._files import INDEX_SUFFIX
-from .._split_index import make_index
+from ..archive import INDEX_SUFFIX, MAGIC, make_index, times_path
 
 _log = logging.getLogger("fastframe.capture")
 

@@ -9,8 +9,8 @@ file system yields "display" paths: the string a user would pass back in
 (a plain path, or a URI with its scheme), which is what the Spark reader's
 ``path`` column holds and what travels to the executors.
 
-Used by the split index (:mod:`fastframe._split_index`) and the Spark layer
-(:mod:`fastframe.spark`); imports neither.
+Used by the split index (``fastframe.archive._split_index``), the Spark layer
+(:mod:`fastframe.spark`) and the capture recorder; imports none of them.
 """
 
 from __future__ import annotations
