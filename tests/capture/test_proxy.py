@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import sys
 import threading
 import time
 
@@ -15,6 +16,7 @@ import pytest
 
 import fastframe
 from _extras import require
+from conftest import REPO
 from fastframe import aio
 from fastframe.capture import Archive, serve_proxy
 from fastframe.sample import generate_stream
@@ -297,3 +299,30 @@ def test_stomp_py_through_the_proxy_to_rabbitmq(tmp_path):
     assert [f.body for f in sent if f.command == "SEND"] == bodies
     assert [(f.body, f.get("x-key")) for f in received if f.command == "MESSAGE"] == got
     assert sent[0].command in ("CONNECT", "STOMP") and received[0].command == "CONNECTED"
+
+
+@pytest.mark.interop
+def test_stompman_through_the_proxy_to_rabbitmq(tmp_path):
+    """stompman (asyncio, another client nobody here wrote), a producer and a consumer connection: every body
+    arrives, and the archive holds what each connection sent and received."""
+    require("stompman", "bench")
+    if str(REPO) not in sys.path:  # bench/ is a package at the repository root, not an installed one
+        sys.path.insert(0, str(REPO))
+    from bench.clients import Collector, body_for, run_stompman
+
+    broker = BROKERS["rabbitmq"]
+    require_broker(broker)
+    token = os.urandom(4).hex().encode() + b":"
+    payloads = [body_for(token, i, 300) for i in range(2000)]
+    got = Collector(token, len(payloads))
+    with RecordProcess(broker.port, str(tmp_path)) as port:
+        run_stompman(HOST, port, unique("capture-stompman", broker), payloads, got, 30.0)
+    assert sorted(got.bodies) == sorted(payloads) and got.current == len(payloads)
+    sent, received = [], []
+    for key, paths in stomp_files(str(tmp_path)).items():
+        frames = fastframe.decode(joined(paths))
+        if key.endswith(".c2s"):
+            sent += [f.body for f in frames if f.command == "SEND"]
+        else:
+            received += [f.body for f in frames if f.command == "MESSAGE"]
+    assert sent == payloads and received == got.bodies
