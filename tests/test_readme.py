@@ -48,6 +48,14 @@ def test_readme_has_examples():
     assert len(BLOCKS) >= 8
 
 
+def test_readme_links_lead_somewhere():
+    """Every link into the repository (the docs pages, SECURITY.md, the chart) names a file that exists."""
+    targets = [t for t in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", README) if "://" not in t]
+    assert targets
+    for target in targets:
+        assert (REPO / target).exists(), target
+
+
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example_runs(index, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
