@@ -259,7 +259,7 @@ def sink_options(options: Mapping[str, Any], columns: List[str]) -> SinkOptions:
     )
 
 
-def option_names(kind: str) -> List[str]:
+def broker_option_names(kind: str) -> List[str]:
     """The broker options of the source (``"source"``) or the sink (``"sink"``)."""
     extra = _SOURCE_OPTIONS if kind == "source" else _SINK_OPTIONS
     return sorted(set(_CONNECTION_OPTIONS) | set(extra))
