@@ -21,10 +21,11 @@ from fastframe._errors import DecodeError
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README, re.M | re.S)
+# the hand-written pages (the API reference's come from the docstrings and hold no such tables)
 DOC_PAGES = [
     path.read_text(encoding="utf-8")
     for path in sorted((REPO / "docs").rglob("*.md"))
-    if "_build" not in path.parts and "_generated" not in path.parts
+    if not {"_build", "_generated", "api"} & set(path.relative_to(REPO / "docs").parts)
 ]
 
 
