@@ -29,6 +29,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -42,8 +44,25 @@ HEADERS = ("subscription", "destination", "message-id", "redelivered", "ack", "n
 CLIENT = {"login": "guest", "passcode": "guest", "host_header": "/", "escapes": "1.2"}
 
 
+QUEUES: List[str] = []
+
+
 def _queue(label: str) -> str:
-    return f"ff-bench-{label}-{os.urandom(4).hex()}"
+    QUEUES.append(f"ff-bench-{label}-{os.urandom(4).hex()}")
+    return QUEUES[-1]
+
+
+def _delete_queues() -> None:
+    """Delete the run's stream queues with ``rabbitmqctl`` when this machine has it (STOMP cannot)."""
+    ctl = shutil.which("rabbitmqctl")
+    if not QUEUES or ctl is None:
+        return
+    names = ", ".join(f'<<"{name}">>' for name in QUEUES)
+    code = (
+        '[case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of {ok, Q} -> '
+        f'rabbit_amqqueue:delete(Q, false, false, <<"fastframe-bench">>); Other -> Other end || N <- [{names}]].'
+    )
+    subprocess.run([ctl, "eval", code], capture_output=True, timeout=60, check=False)
 
 
 async def _declare(client: Any, queue: str) -> None:
@@ -204,6 +223,7 @@ def main(argv: Any = None) -> int:
     client_receipts = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, True))
     client_plain = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, False))
     spark.stop()
+    _delete_queues()
     ceiling = min(client_drain, rate["rate"])
     result = {
         "messages": args.messages, "batch": args.batch, "body_bytes": args.size,

@@ -14,7 +14,15 @@ from fastframe.spark._stream_options import sink_options, source_options
 from fastframe.spark._stream_read import read_range
 from fastframe.spark._stream_source import AckQueueReader, StreamQueueReader, stream_reader
 
-from .stream_helpers import BROKERS, RABBIT, declare_stream, new_queue, publish_queue, require_broker
+from .stream_helpers import (
+    BROKERS,
+    RABBIT,
+    declare_stream,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
+    new_queue,
+    publish_queue,
+    require_broker,
+)
 from .stream_helpers import source_options as live_options
 
 

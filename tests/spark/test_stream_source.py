@@ -21,6 +21,7 @@ from .stream_helpers import (
     QueryProcess,
     batches,
     check_rows,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
     drain,
     in_flight,
     new_queue,
