@@ -10,7 +10,10 @@ Source (messages/s, on one RabbitMQ stream queue filled beforehand):
 2. **Spark's rate source into Parquet**: ``rate-micro-batch`` rows with the stomp rows' schema (the
    same body size, nine headers as array and map), the same rows per batch: Spark's ceiling for a
    micro-batch of these rows into Parquet;
-3. **stomp source into Parquet**: ``spark.readStream.format("stomp")`` with ``consume=stream`` and
+3. **a Python streaming source of prebuilt rows into Parquet**: the stomp rows of the same stream, made
+   beforehand into an Arrow IPC file, emitted by a trivial ``DataSourceStreamReader`` (two tasks per
+   batch): what Spark's Python streaming path itself costs for these rows;
+4. **stomp source into Parquet**: ``spark.readStream.format("stomp")`` with ``consume=stream`` and
    ``maxMessagesPerTrigger`` = ``--batch``, into a checkpointed Parquet sink.
 
 Spark rates are rows over the summed ``triggerExecution`` time of every batch but the first two
@@ -179,6 +182,91 @@ def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str) -> 
         query.stop()
 
 
+def _python_source_ceiling(spark: Any, queue: str, count: int, batch: int, folder: str) -> Dict[str, Any]:
+    """A Python streaming source that emits the stomp rows made beforehand (Arrow IPC, memory-mapped)."""
+    from fastframe.spark._stream_options import source_options
+    from fastframe.spark._stream_read import read_range
+
+    opts = source_options({"host": HOST, "login": "guest", "passcode": "guest", "destination": f"/queue/{queue}"})
+    path = os.path.join(folder, "rows.arrow")
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    batches = list(read_range(opts._replace(consume="stream"), f"/queue/{queue}", 0, batch // 2))
+    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
+        for item in batches:
+            writer.write_batch(item)
+    spark.dataSource.register(__getattr__("PrebuiltSource"))
+    query = (
+        spark.readStream.format("stomp_prebuilt")
+        .option("path", path)
+        .option("total", count)
+        .option("batch", batch)
+        .load()
+        .writeStream.format("parquet")
+        .option("checkpointLocation", os.path.join(folder, "prebuilt-ck"))
+        .start(os.path.join(folder, "prebuilt-out"))
+    )
+    try:
+        query.processAllAvailable()
+        return _steady_rate(query)
+    finally:
+        query.stop()
+
+
+def _prebuilt_classes() -> Any:
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    class Piece(InputPartition):
+        def __init__(self, rows: int) -> None:
+            self.rows = rows
+
+    class Reader(DataSourceStreamReader):
+        def __init__(self, options: Any) -> None:
+            self.path, self.total, self.batch = options["path"], int(options["total"]), int(options["batch"])
+
+        def initialOffset(self) -> Dict[str, int]:
+            return {"i": 0}
+
+        def latestOffset(self, start: Dict[str, int], limit: Any) -> Dict[str, int]:
+            return {"i": min(self.total, start["i"] + self.batch)}
+
+        def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> List[Any]:
+            rows = end["i"] - start["i"]
+            return [Piece(rows // 2), Piece(rows - rows // 2)] if rows else []
+
+        def read(self, partition: Any) -> Any:
+            import pyarrow as pa
+
+            table = pa.ipc.open_file(pa.memory_map(self.path)).read_all()
+            yield from table.slice(0, partition.rows).to_batches(max_chunksize=10_000)
+
+    class Source(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return "stomp_prebuilt"
+
+        def schema(self) -> Any:
+            from fastframe.spark._stream_schema import stream_spark_schema
+
+            return stream_spark_schema()
+
+        def streamReader(self, schema: Any) -> Any:
+            return Reader(self.options)
+
+    return Source
+
+
+def __getattr__(name: str) -> Any:
+    # PrebuiltSource is made on first use (PySpark is imported only when the bench runs); Spark's
+    # workers find it here by name
+    if name == "PrebuiltSource":
+        source = _prebuilt_classes()
+        source.__qualname__ = source.__name__ = "PrebuiltSource"
+        globals()["PrebuiltSource"] = source
+        return source
+    raise AttributeError(name)
+
+
 def _stomp_sink(spark: Any, count: int, size: int, window: int) -> float:
     rows = spark.range(count).selectExpr(
         f"concat(lpad(cast(id as string), 10, '0'), unhex(repeat('00', {size - 10}))) as body"
@@ -212,12 +300,18 @@ def main(argv: Any = None) -> int:
 
     from fastframe.spark import get_session
 
+    # the workers import this module (the prebuilt-rows source): the repository's root on their path
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+
     queue = _queue("source")
     publish = asyncio.run(_publish(queue, args.messages, args.size, args.window, False))
     client_drain = asyncio.run(_drain(queue, args.messages, args.prefetch))
     spark = get_session("local[2]", app_name="fastframe-stream-bench", conf={"spark.sql.shuffle.partitions": "2"})
     with tempfile.TemporaryDirectory(prefix="ff-stream-bench-") as folder:
         rate = _rate_source(spark, args.messages, args.batch, args.size, folder)
+        # (the JVM warms up on the Python source path during the first of these two: it goes first)
+        prebuilt = _python_source_ceiling(spark, queue, args.messages, args.batch, folder)
         stomp = _stomp_source(spark, queue, args.batch, folder)
     sink = _stomp_sink(spark, args.sink_messages, args.size, args.window)
     client_receipts = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, True))
@@ -230,6 +324,9 @@ def main(argv: Any = None) -> int:
         "source": {
             "asyncio_client_drain": round(client_drain), "spark_rate_source_to_parquet": round(rate["rate"]),
             "stomp_stream_to_parquet": round(stomp["rate"]), "stomp_wall_incl_startup": round(args.messages / stomp["wall"]),
+            "python_source_prebuilt_rows_to_parquet": round(prebuilt["rate"]),
+            "stomp_of_python_source_ceiling": round(stomp["rate"] / prebuilt["rate"], 3),
+            "prebuilt_batch_rows_ms": prebuilt["details"],
             "stomp_batches": stomp["batches"], "of_lower_ceiling": round(stomp["rate"] / ceiling, 3),
             "stomp_batch_rows_ms_latestoffset_ms": stomp["details"], "rate_batch_rows_ms": rate["details"],
         },
@@ -246,6 +343,7 @@ def main(argv: Any = None) -> int:
     print(f"source, messages/s ({args.messages} messages of {args.size} bytes, {args.batch} per batch, local[2]):")
     print(f"  asyncio client draining the stream   {src['asyncio_client_drain']:>10,}")
     print(f"  Spark rate source -> Parquet         {src['spark_rate_source_to_parquet']:>10,}")
+    print(f"  Python source, prebuilt rows -> Parquet {src['python_source_prebuilt_rows_to_parquet']:>7,}")
     print(f"  stomp stream source -> Parquet       {src['stomp_stream_to_parquet']:>10,}"
           f"   ({src['of_lower_ceiling']:.0%} of the lower ceiling; {src['stomp_wall_incl_startup']:,}/s wall incl. start)")  # fmt: skip
     print(f"sink, messages/s ({args.sink_messages} rows):")
