@@ -1,0 +1,180 @@
+"""The blocking client's I/O thread: a private asyncio loop, and the one ordered queue of calls into it.
+
+User threads never touch the socket or the protocol connection: every call becomes an entry of
+:class:`Outbox`, run on the loop in the order the entries were made, so frames go out whole and in
+call order whatever thread made them. A call that nobody waits for (a SEND or ACK without a
+receipt) costs its caller one lock and one append; the loop takes the entries in batches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import threading
+import time
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Tuple, TypeVar
+
+__all__ = ["LoopThread", "Outbox", "blocking_timeout"]
+
+T = TypeVar("T")
+log = logging.getLogger("fastframe.sync")
+
+_TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError)  # (one class from Python 3.11 on)
+
+
+def blocking_timeout(exc: BaseException) -> BaseException:
+    """The builtin :class:`TimeoutError` for a timeout from either side of the thread boundary."""
+    if isinstance(exc, _TIMEOUTS) and type(exc) is not TimeoutError:
+        error = TimeoutError(str(exc) or "the wait timed out")
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+class LoopThread:
+    """An asyncio event loop running in a daemon thread of its own (a forgotten client does not keep
+    the process alive)."""
+
+    def __init__(self, name: str = "fastframe-sync") -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_forever()
+        finally:
+            leftovers = asyncio.all_tasks(self.loop)
+            for task in leftovers:
+                task.cancel()
+            if leftovers:
+                self.loop.run_until_complete(asyncio.gather(*leftovers, return_exceptions=True))
+            self.loop.close()
+
+    @property
+    def in_loop(self) -> bool:
+        """Whether the calling thread is the loop's own (where a blocking call would deadlock)."""
+        return threading.current_thread() is self._thread
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and not self.loop.is_closed()
+
+    def run(self, coro: Coroutine[Any, Any, T], timeout: Optional[float]) -> T:
+        """Run ``coro`` on the loop and wait for its result (at most ``timeout`` s: :class:`TimeoutError`)."""
+        if self.in_loop:
+            raise RuntimeError("a blocking fastframe.sync call from the client's own I/O thread (a hook?)")
+        future: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result(timeout)
+        except BaseException as exc:
+            future.cancel()
+            raise blocking_timeout(exc) from None
+
+    def stop(self, timeout: float) -> None:
+        """Stop the loop (its tasks are cancelled) and wait at most ``timeout`` s for the thread."""
+        if self.running:
+            try:
+                self.loop.call_soon_threadsafe(self.loop.stop)
+            except RuntimeError:
+                pass  # (closed meanwhile)
+        if not self.in_loop:
+            self._thread.join(timeout)
+
+
+Entry = Tuple[
+    Callable[..., Awaitable[Any]], Tuple[Any, ...], Dict[str, Any], Optional["concurrent.futures.Future[Any]"]
+]
+
+
+class Outbox:
+    """Calls to run on the loop, in order. At most ``limit`` entries wait; a caller beyond that blocks
+    (at most its timeout) until the loop catches up, so a fast producer cannot fill memory."""
+
+    def __init__(self, runner: LoopThread, limit: int) -> None:
+        if limit < 1:
+            raise ValueError("the outbox limit must be at least 1")
+        self._runner = runner
+        self._limit = limit
+        self._entries: Deque[Entry] = collections.deque()
+        self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        self._scheduled = False
+        self._waiting_for_room = 0
+        #: the first failure of a call nobody waited for (raised by the client's next call, then cleared)
+        self.failure: Optional[BaseException] = None
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(
+        self,
+        call: Callable[..., Awaitable[Any]],
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+        waiter: Optional[concurrent.futures.Future[Any]],
+        timeout: float,
+    ) -> None:
+        """Queue ``call(*args, **kwargs)``; ``waiter`` (if any) gets its result or exception."""
+        with self._lock:
+            if len(self._entries) >= self._limit:
+                deadline = time.monotonic() + timeout
+                self._waiting_for_room += 1
+                try:
+                    while len(self._entries) >= self._limit:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise TimeoutError(f"the connection did not take the call within {timeout} s")
+                        self._room.wait(left)
+                finally:
+                    self._waiting_for_room -= 1
+            self._entries.append((call, args, kwargs, waiter))
+            if self._scheduled:
+                return
+            self._scheduled = True
+        try:
+            self._runner.loop.call_soon_threadsafe(self._start)
+        except RuntimeError:  # the loop is closed: nothing will run it
+            with self._lock:
+                self._scheduled = False
+                self._entries.clear()
+            raise ConnectionClosedLater() from None
+
+    def _start(self) -> None:
+        self._runner.loop.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._entries:
+                    self._scheduled = False
+                    return
+                batch: List[Entry] = list(self._entries)
+                self._entries.clear()
+                if self._waiting_for_room:
+                    self._room.notify_all()
+            for call, args, kwargs, waiter in batch:
+                if waiter is not None and not waiter.set_running_or_notify_cancel():
+                    continue  # its caller stopped waiting before it ran
+                try:
+                    result = await call(*args, **kwargs)
+                except asyncio.CancelledError:
+                    if waiter is not None:
+                        waiter.cancel()
+                    raise
+                except BaseException as exc:
+                    if waiter is not None:
+                        waiter.set_exception(exc)
+                    elif self.failure is None:
+                        self.failure = exc
+                        log.warning("a call that nobody waited for failed: %r", exc)
+                else:
+                    if waiter is not None:
+                        waiter.set_result(result)
+
+
+class ConnectionClosedLater(RuntimeError):
+    """Internal: the loop is gone (the client raises its own ConnectionClosedError instead)."""
