@@ -37,9 +37,12 @@ class Client:
         asyncio.run_coroutine_threadsafe(self._watch(), runner.loop)
 
     async def _watch(self) -> None:
-        cause = await self._inner.wait_closed()
-        self._cause = cause
-        self._over.set()
+        self._ended(await self._inner.wait_closed())
+
+    def _ended(self, cause: Optional[BaseException]) -> None:
+        if not self._over.is_set():
+            self._cause = cause
+            self._over.set()
 
     # ------------------------------------------------------------------ state
 
@@ -121,7 +124,10 @@ class Client:
             return waiter.result(limit)
         except BaseException as exc:
             waiter.cancel()  # (not run yet: it never will)
-            raise blocking_timeout(exc) from None
+            error = blocking_timeout(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     # ------------------------------------------------------------------ the API
 
@@ -184,8 +190,8 @@ class Client:
         inner = await self._inner.subscribe(
             destination, ack=ack, headers=headers, id=sub_id, max_queue=bound, receipt=receipt, timeout=timeout
         )
-        sub = Subscription(self, inner, bound)
-        sub._start_pump(asyncio.get_running_loop())
+        sub = Subscription(self, inner, bound, asyncio.get_running_loop(), self._ended)
+        sub._start_pump()
         self._subscriptions.append(sub)
         return sub
 

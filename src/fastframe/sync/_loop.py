@@ -72,7 +72,10 @@ class LoopThread:
             return future.result(timeout)
         except BaseException as exc:
             future.cancel()
-            raise blocking_timeout(exc) from None
+            error = blocking_timeout(exc)
+            if error is exc:
+                raise
+            raise error from exc
 
     def stop(self, timeout: float) -> None:
         """Stop the loop (its tasks are cancelled) and wait at most ``timeout`` s for the thread."""

@@ -15,18 +15,55 @@ import collections
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import aio
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._client import Client
-
-__all__ = ["Message", "Subscription", "Transaction"]
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
 
 log = logging.getLogger("fastframe.sync")
+Headers = Optional[Union[Dict[str, str], List[Tuple[str, str]]]]
+
+
+class ClientLike(Protocol):
+    """What messages, subscriptions and transactions call on their client (:class:`fastframe.sync.Client`):
+    its public methods (this module does not import the client's, which imports this one)."""
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a session is connected now."""
+
+    def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+    ) -> None:
+        """SEND."""
+
+    def ack(self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]) -> None:
+        """ACK ``message``."""
+
+    def nack(self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]) -> None:
+        """NACK ``message``."""
+
+    def unsubscribe(self, sub: Subscription, *, receipt: bool, timeout: Optional[float]) -> None:
+        """UNSUBSCRIBE ``sub``."""
+
+    def begin(self, tx: str, *, timeout: Optional[float]) -> None:
+        """BEGIN ``tx``."""
+
+    def commit(self, tx: str, *, timeout: Optional[float]) -> None:
+        """COMMIT ``tx``."""
+
+    def abort(self, tx: str, *, timeout: Optional[float]) -> None:
+        """ABORT ``tx``."""
 
 
 class Message:
@@ -35,7 +72,7 @@ class Message:
 
     __slots__ = ("_message", "_client")
 
-    def __init__(self, message: aio.Message, client: Client) -> None:
+    def __init__(self, message: aio.Message, client: ClientLike) -> None:
         self._message = message
         self._client = client
 
@@ -106,8 +143,17 @@ class Subscription:
     and its kinds) after the messages that arrived before it.
     """
 
-    def __init__(self, client: Client, inner: aio.Subscription, max_queue: int) -> None:
+    def __init__(
+        self,
+        client: ClientLike,
+        inner: aio.Subscription,
+        max_queue: int,
+        loop: asyncio.AbstractEventLoop,
+        client_ended: Callable[[BaseException], None],
+    ) -> None:
         self._client = client
+        self._loop = loop
+        self._client_ended = client_ended  # an error ends a subscription only when it ends the client
         self._inner = inner
         self.max_queue = max_queue
         self._queue: Deque[Message] = collections.deque()
@@ -137,9 +183,9 @@ class Subscription:
 
     # ------------------------------------------------------------------ the loop's half
 
-    def _start_pump(self, loop: asyncio.AbstractEventLoop) -> None:
+    def _start_pump(self) -> None:
         self._room = asyncio.Event()
-        self._pump = loop.create_task(self._run_pump())
+        self._pump = self._loop.create_task(self._run_pump())
 
     async def _run_pump(self) -> None:
         inner, client = self._inner, self._client
@@ -170,6 +216,7 @@ class Subscription:
             self._end(aio.ConnectionClosedError("the client was closed"))
             raise
         except BaseException as exc:
+            self._client_ended(exc)  # first: a consumer that wakes finds the client over too
             self._end(exc)
 
     def _end(self, error: Optional[BaseException]) -> None:
@@ -205,7 +252,7 @@ class Subscription:
                 self._pump_waits = False
                 room = self._room
                 assert room is not None
-                self._client._runner.loop.call_soon_threadsafe(room.set)
+                self._loop.call_soon_threadsafe(room.set)
         return message
 
     def __iter__(self) -> Iterator[Message]:
@@ -267,7 +314,7 @@ class Transaction:
     """``with client.transaction() as tx``: BEGIN on entry, COMMIT on a normal exit (waiting for its
     receipt), ABORT when the block raises."""
 
-    def __init__(self, client: Client, id: str, timeout: Optional[float]) -> None:
+    def __init__(self, client: ClientLike, id: str, timeout: Optional[float]) -> None:
         self.id = id
         self._client = client
         self._timeout = timeout
@@ -276,7 +323,7 @@ class Transaction:
         self,
         destination: str,
         body: Union[bytes, str] = b"",
-        headers: Optional[Union[Dict[str, str], List[Tuple[str, str]]]] = None,
+        headers: Headers = None,
         *,
         content_type: Optional[str] = None,
     ) -> None:
