@@ -12,7 +12,6 @@ import time
 from typing import Any, Callable, Coroutine, Optional, TypeVar
 
 from aio.fake_server import FakeServer
-
 from fastframe import aio
 
 T = TypeVar("T")
