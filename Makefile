@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= test,bench,spark
 
-.PHONY: demo test bench clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
+.PHONY: demo test bench docs clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
 $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.pyx $(wildcard src/fastframe/*.pxi)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ test: $(VENV)/.installed
 bench: $(VENV)/.installed
 	mkdir -p out
 	$(PY) -m bench.compare --markdown out/bench.md --chart out/bench.png $(BENCH_ARGS)
+
+# the documentation site (docs/): warnings are errors, every reference must resolve (-n). The docs
+# extra's pinned tools go into the venv by name, as for fuzzing (no rebuild of the editable install).
+$(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -c "import subprocess, sys, tomllib; docs = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['docs']; subprocess.check_call([sys.executable, '-m', 'pip', 'install', '-q', *docs])"
+	touch $@
+
+docs: $(VENV)/.docs-installed
+	$(PY) -m sphinx -q -E -W -n --keep-going -b html docs docs/_build/html
+	@echo "the site: docs/_build/html/index.html"
 
 # --- fuzzing, sanitizers, valgrind (fuzz/README.md) -----------------------------------------------
 # atheris and Cython go into the venv by name: `pip install -e .[fuzz]` would rebuild the editable
@@ -79,4 +89,4 @@ valgrind-smoke: $(VENV)/.installed
 	PY=$(PY) fuzz/valgrind.sh --quick
 
 clean:
-	rm -rf build dist src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c
+	rm -rf build dist docs/_build docs/_generated src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c

@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 
 import fastframe
 from fastframe import aio
-from fastframe.aio._transport import Session
+from fastframe.aio._transport import ClientSession
 
 SMALL = 200
 CHUNK = 256 * 1024
@@ -94,11 +94,11 @@ async def _client(port: int, count: int, size: int) -> Tuple[float, float]:
 
 def measure(port: int, buffered: bool, count: int, size: int) -> Tuple[float, float]:
     """One round with one reading path."""
-    Session.buffered = buffered
+    ClientSession.reads_into_buffer = buffered
     try:
         return asyncio.run(asyncio.wait_for(_client(port, count, size), 300))
     finally:
-        Session.buffered = True
+        ClientSession.reads_into_buffer = True
 
 
 def main(argv: Optional[List[str]] = None) -> int:

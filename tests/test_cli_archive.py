@@ -1,7 +1,6 @@
 """``fastframe sample-archive`` and ``fastframe index``: archives of captures without Spark.
 
-Their code lives outside ``fastframe.spark`` (``fastframe.sample_archive``, ``fastframe._split_index``,
-``fastframe._files``) and runs with the codec and the standard library only; these tests need no extra.
+Their code lives outside ``fastframe.spark`` (``fastframe.archive``) and runs with the codec and the standard library only; these tests need no extra.
 ``fastframe convert`` (Spark): tests/spark/test_spark_cli.py.
 """
 
@@ -91,7 +90,7 @@ def test_the_command_line_loads_no_spark_until_convert_runs() -> None:
     assert not [name for name in loaded if name.split(".")[0] in ("pyspark", "pyarrow", "fsspec", "asyncio")]
     assert not [name for name in loaded if name.startswith("fastframe.spark")]
     # each command imports what it needs when it runs, so that `fastframe decode` starts no slower
-    assert not {"fastframe._files", "fastframe._split_index", "fastframe.sample_archive"} & set(loaded)
+    assert not [name for name in loaded if name.startswith(("fastframe.archive", "fastframe.sample_archive"))]
 
 
 def _imported_names(path: Path) -> Set[str]:
@@ -119,9 +118,9 @@ def test_the_spark_layer_never_imports_the_command_line() -> None:
 
 def test_spark_names_of_earlier_releases_still_import() -> None:
     import fastframe.spark
-    from fastframe import _split_index, sample_archive
+    from fastframe import archive, sample_archive
     from fastframe.spark.archive import generate_archive
 
-    assert generate_archive is sample_archive.generate_archive
+    assert generate_archive is sample_archive.generate_archive is archive.generate_archive
     assert fastframe.spark.generate_archive is sample_archive.generate_archive
-    assert fastframe.spark.write_index is _split_index.write_index
+    assert fastframe.spark.write_index is archive.write_index

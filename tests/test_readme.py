@@ -1,7 +1,9 @@
 """README.md says only true things: its Python examples run, its tables match the code.
 
 Each ```python block runs on its own, in a fresh namespace, as if pasted
-into an interpreter (once, with the twin ``import fastframe`` picks).
+into an interpreter (once, with the twin ``import fastframe`` picks). The
+tables are checked wherever they are: in the README or in the documentation
+site's pages (docs/, whose examples tests/test_docs.py runs).
 """
 
 from __future__ import annotations
@@ -19,12 +21,22 @@ from fastframe._errors import DecodeError
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README, re.M | re.S)
+DOC_PAGES = [
+    path.read_text(encoding="utf-8")
+    for path in sorted((REPO / "docs").rglob("*.md"))
+    if "_build" not in path.parts and "_generated" not in path.parts
+]
 
 
-def _section(title: str) -> str:
-    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ )", README, re.M | re.S)
-    assert match, f"README has no section {title!r}"
-    return match.group(1)
+def _sections(title: str) -> list:
+    """The section ``title`` of the README and of every docs page that has one (at least one)."""
+    found = [
+        match.group(1)
+        for text in [README, *DOC_PAGES]
+        for match in re.finditer(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, re.M | re.S)
+    ]
+    assert found, f"neither the README nor docs/ has a section {title!r}"
+    return found
 
 
 def _table(text: str):
@@ -43,16 +55,18 @@ def test_readme_example_runs(index, tmp_path, monkeypatch):
     exec(code, {"__name__": "__readme__"})
 
 
-def test_decoder_options_table_matches_the_code():
+@pytest.mark.parametrize("text", _sections("Decoder options"))
+def test_decoder_options_table_matches_the_code(text):
     params = inspect.signature(_options.decoder_options).parameters
-    rows = {name.strip("`"): default.strip("`") for name, default, _ in _table(_section("Decoder options"))}
+    rows = {name.strip("`"): default.strip("`") for name, default, _ in _table(text)}
     assert list(rows) == list(params)
     for name, param in params.items():
         assert ast.literal_eval(rows[name]) == param.default, name
 
 
-def test_limits_table_matches_the_constants():
-    rows = _table(_section("Limits"))
+@pytest.mark.parametrize("text", _sections("Limits"))
+def test_limits_table_matches_the_constants(text):
+    rows = _table(text)
     limits = {row[0].strip("`"): row[1] for row in rows}
     assert limits == {
         "max_header_count": f"`DEFAULT_MAX_HEADER_COUNT` = {fastframe.DEFAULT_MAX_HEADER_COUNT}",
@@ -60,14 +74,16 @@ def test_limits_table_matches_the_constants():
         "max_body_size": f"`DEFAULT_MAX_BODY_SIZE` = {fastframe.DEFAULT_MAX_BODY_SIZE} bytes",
         "max_frame_size": f"`DEFAULT_MAX_FRAME_SIZE` = {fastframe.DEFAULT_MAX_FRAME_SIZE} bytes",
     }
-    assert fastframe.DEFAULT_MAX_BODY_SIZE == 100 * 1024 * 1024 and "(100 MiB)" in README
-    assert fastframe.DEFAULT_MAX_FRAME_SIZE == 116 * 1024 * 1024 and "(116 MiB)" in README
+    everything = "".join([README, *DOC_PAGES])
+    assert fastframe.DEFAULT_MAX_BODY_SIZE == 100 * 1024 * 1024 and "(100 MiB)" in everything
+    assert fastframe.DEFAULT_MAX_FRAME_SIZE == 116 * 1024 * 1024 and "(116 MiB)" in everything
 
 
-def test_error_table_matches_the_classes():
+@pytest.mark.parametrize("text", _sections("Errors"))
+def test_error_table_matches_the_classes(text):
     from fastframe import spec
 
-    rows = _table(_section("Errors"))
+    rows = _table(text)
     listed = {row[0].strip("`"): row[1].strip("`") for row in rows}
     classes = {name: getattr(fastframe, name) for name in fastframe.__all__}
     errors = {
@@ -81,25 +97,29 @@ def test_error_table_matches_the_classes():
         ("invalid-escape", "bad-", "missing-null", "limit-", "body-", "truncated")))  # fmt: skip
 
 
-def test_tolerances_table_names_real_options():
+@pytest.mark.parametrize("text", _sections("Tolerances and the brokers that need them"))
+def test_tolerances_table_names_real_options(text):
     params = inspect.signature(_options.decoder_options).parameters
-    for row in _table(_section("Tolerances and the brokers that need them")):
+    for row in _table(text):
         name = row[0].strip("`").split("=")[0]
         assert name in params, name
 
 
-def test_cli_options_in_readme_exist():
+@pytest.mark.parametrize("text", _sections("Command line"))
+def test_cli_options_in_readme_exist(text):
     from fastframe import cli
 
     parser = cli._build_parser()
     decode_help = parser._subparsers._group_actions[0].choices["decode"].format_help()  # type: ignore[union-attr]
-    section = _section("Command line")
+    section = text.split("\n## ")[0]  # the decode command's part (a docs page goes on to other commands)
     for option in set(re.findall(r"`(--[a-z-]+)", section)):
         assert option in decode_help, option
 
 
-def test_development_commands_are_make_targets():
+@pytest.mark.parametrize("text", _sections("Development"))
+def test_development_commands_are_make_targets(text):
     makefile = (REPO / "Makefile").read_text()
-    section = _section("Development")
-    for target in re.findall(r"^make (\w+)", section, re.M):
+    targets = re.findall(r"^make (\w+)", text, re.M)
+    assert {"demo", "test"} <= set(targets)
+    for target in targets:
         assert re.search(rf"^{target}:", makefile, re.M), target

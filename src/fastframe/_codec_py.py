@@ -49,7 +49,7 @@ from ._errors import (
     TruncatedError,
     make_decode_error,
 )
-from ._frames import body_bytes, body_repr, encode_error, first_wins, normalize_headers
+from ._frames import body_bytes, body_repr, encode_error, first_wins_map, normalize_headers
 from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
@@ -137,7 +137,7 @@ class Frame:
 
     def header_map(self) -> Dict[str, str]:
         """The headers as a dict in which the first entry of each name wins."""
-        return first_wins(self._headers)
+        return first_wins_map(self._headers)
 
     def encode(self, version: str = "1.2", **options: Any) -> bytes:
         """Encode this frame; the options are those of :func:`encode`."""

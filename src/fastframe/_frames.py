@@ -36,7 +36,7 @@ def normalize_headers(headers: Any) -> Tuple[Header, ...]:
     return tuple(out)
 
 
-def first_wins(headers: Sequence[Header]) -> Dict[str, str]:
+def first_wins_map(headers: Sequence[Header]) -> Dict[str, str]:
     """A dict of the first value of each name, in wire order of first appearance."""
     result: Dict[str, str] = {}
     for name, value in headers:

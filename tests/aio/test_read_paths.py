@@ -10,14 +10,14 @@ import pytest
 
 import fastframe
 from fastframe import aio
-from fastframe.aio._transport import Session
+from fastframe.aio._transport import ClientSession
 
 BODIES = [b"\0small\0", b"", b"L\0" * 300_000, b"x" * 70_000, b"tail"]  # large ones cross many reads
 
 
 @pytest.mark.parametrize("buffered", [True, False])
 def test_both_paths_deliver_every_byte_and_the_wire_hook_sees_them(run, monkeypatch, buffered):
-    monkeypatch.setattr(Session, "buffered", buffered)
+    monkeypatch.setattr(ClientSession, "reads_into_buffer", buffered)
     wire = []
 
     async def main():
@@ -48,4 +48,4 @@ def test_the_benchmark_runs_both_paths(monkeypatch):
         aio_read.main(["--messages", "300", "--large", "2", "--large-size", "300000", "--rounds", "2"])
     rows = [line for line in out.getvalue().splitlines() if line.startswith("| 300 x") or line.startswith("| 2 x")]
     assert len(rows) == 4 and sum("`BufferedProtocol`" in row for row in rows) == 2
-    assert Session.buffered is True  # the default is back
+    assert ClientSession.reads_into_buffer is True  # the default is back

@@ -15,7 +15,7 @@ import pytest
 from _broker_wire import Wire
 
 from _extras import require
-from fastframe.aio._broker import Broker
+from fastframe.server import Broker
 
 BINARY = bytes(range(256)) * 3  # NULs, high bytes, a fake frame end
 ESCAPED = {"x-esc": "a:b\nc\\d\re", "x-colon": "12:30"}  # every 1.2 escape, and a raw colon

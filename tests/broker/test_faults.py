@@ -13,8 +13,7 @@ import pytest
 from _broker_wire import Wire
 
 import fastframe
-from fastframe.aio._broker import Broker
-from fastframe.aio._server import serve
+from fastframe.server import Broker, serve
 
 
 def run_watched(test: Callable[[], Awaitable[None]], timeout: float = 60.0) -> List[Any]:

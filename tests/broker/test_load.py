@@ -12,7 +12,7 @@ import pytest
 from _broker_wire import Wire, wait_for
 
 import fastframe
-from fastframe.aio._broker import Broker
+from fastframe.server import Broker
 
 
 def run(test: Callable[[], Awaitable[None]], timeout: float = 60.0) -> None:

@@ -19,7 +19,7 @@ import pytest
 from _broker_wire import Wire
 
 import fastframe
-from fastframe.aio._broker import Broker
+from fastframe.server import Broker
 
 Answer = Tuple[List[str], bool]  # (answers, closed by the server)
 

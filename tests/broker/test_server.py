@@ -1,4 +1,4 @@
-"""aio.serve and aio.Broker over loopback TCP with a raw-socket client."""
+"""fastframe.server: serve and Broker over loopback TCP with a raw-socket client."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ import pytest
 from _broker_wire import Wire, wait_for
 
 import fastframe
-from fastframe.aio._broker import Broker
-from fastframe.aio._server import serve
 from fastframe.protocol import LocalProtocolError
+from fastframe.server import Broker, serve
 
 
 def run(test: Callable[[], Awaitable[None]], timeout: float = 20.0) -> None:

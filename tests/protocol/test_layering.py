@@ -13,7 +13,8 @@ SRC = Path(fastframe.__file__).parent
 
 
 def test_protocol_and_aio_do_not_reach_into_the_twins():
-    for path in [*(SRC / "protocol").glob("*.py"), *(SRC / "aio").glob("_client.py"), *(SRC / "aio").glob("_t*.py")]:
+    layers = ("protocol", "aio", "server", "broker")
+    for path in [path for layer in layers for path in (SRC / layer).glob("*.py")]:
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"_codec_(py|c)\b", text), path
 
@@ -21,7 +22,10 @@ def test_protocol_and_aio_do_not_reach_into_the_twins():
 def test_import_directions():
     code = (
         "import sys, fastframe; assert 'fastframe.protocol' not in sys.modules and 'fastframe.aio' not in sys.modules;"
-        "import fastframe.protocol; assert 'fastframe.aio' not in sys.modules; print('ok')"
+        "import fastframe.protocol; assert 'fastframe.aio' not in sys.modules;"
+        "import fastframe.broker; assert 'fastframe.server' not in sys.modules and 'fastframe.aio' not in sys.modules;"
+        "import fastframe.aio; assert 'fastframe.server' not in sys.modules;"  # the server side: on first use
+        "import fastframe.server; assert fastframe.aio.serve is fastframe.server.serve; print('ok')"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.stdout.strip() == "ok", result.stderr

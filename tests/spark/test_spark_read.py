@@ -10,7 +10,7 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 
 import fastframe
-from fastframe._split_index import write_index
+from fastframe.archive import write_index
 from fastframe.sample import generate_stream
 from fastframe.sample_archive import generate_archive
 from fastframe.spark import register

@@ -16,8 +16,7 @@ import pyarrow as pa
 import pytest
 
 import fastframe
-from fastframe._files import INDEX_SUFFIX, iter_files, parse_size
-from fastframe._split_index import choose_splits, scan_checkpoints, write_index
+from fastframe.archive import INDEX_SUFFIX, choose_splits, iter_files, parse_size, scan_checkpoints, write_index
 from fastframe.sample import generate_stream
 from fastframe.spark import _read, _write
 from fastframe.spark._arrow import arrow_schema, default_fields

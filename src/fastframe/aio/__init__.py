@@ -37,24 +37,19 @@ from typing import TYPE_CHECKING, Any
 from ._client import Client, Reconnect, connect
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
-from ._transport import Session
+from ._transport import ClientSession
 
 if TYPE_CHECKING:
-    from ._broker import Broker
-    from ._server import serve
+    from ..server import Broker, serve
 
 
 def __getattr__(name: str) -> Any:
-    # the server side (and the broker under it) is imported when first used: a client program
-    # does not pay for it at start-up
-    if name == "Broker":
-        from ._broker import Broker
+    # the server side (fastframe.server, and the broker under it) is imported when first used: a
+    # client program does not pay for it at start-up
+    if name in ("Broker", "serve"):
+        from .. import server
 
-        return Broker
-    if name == "serve":
-        from ._server import serve
-
-        return serve
+        return getattr(server, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -66,7 +61,7 @@ __all__ = [
     "Message",
     "Reconnect",
     "ServerError",
-    "Session",
+    "ClientSession",
     "StaleMessageError",
     "Subscription",
     "Transaction",

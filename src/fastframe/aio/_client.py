@@ -12,7 +12,7 @@ from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tup
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
-from ._transport import FrameHook, Session, WireHook
+from ._transport import ClientSession, FrameHook, WireHook
 
 __all__ = ["Client", "Reconnect", "connect"]
 
@@ -82,7 +82,7 @@ class Client:
         self._hooks = (frame_hook, wire_hook)
         self._rng = rng or random.Random()
         self._options = options
-        self._session: Optional[Session] = None
+        self._session: Optional[ClientSession] = None
         self._subscriptions: Dict[str, Subscription] = {}
         self._ready = asyncio.Event()  # set while a session is connected
         self._closing = False
@@ -105,8 +105,8 @@ class Client:
         return None if self._session is None else self._session.conn.version
 
     @property
-    def session(self) -> Optional[Session]:
-        """The current :class:`Session` (transport machinery; ``session.is_reading()`` shows flow control)."""
+    def session(self) -> Optional[ClientSession]:
+        """The current :class:`ClientSession` (transport machinery; ``session.is_reading()`` shows flow control)."""
         return self._session
 
     def _new_id(self, prefix: str) -> str:
@@ -136,7 +136,7 @@ class Client:
 
     async def _open(self, host: str, port: int) -> None:
         conn = ClientConnection(**self._options)
-        session = Session(
+        session = ClientSession(
             conn,
             self._route,
             frame_hook=self._hooks[0],
@@ -163,7 +163,7 @@ class Client:
         session.closed.add_done_callback(lambda _: self._session_ended(session))
         self._ready.set()
 
-    def _session_ended(self, session: Session) -> None:
+    def _session_ended(self, session: ClientSession) -> None:
         if session is not self._session:
             return
         self._ready.clear()
@@ -201,7 +201,7 @@ class Client:
         if sub is not None:
             sub._put(message, self._closing)
 
-    async def _live(self, timeout: float) -> Session:
+    async def _live(self, timeout: float) -> ClientSession:
         """The connected session, waiting (at most ``timeout``) while a reconnect runs."""
         while True:
             if self._error is not None or (self._closing and not self.is_connected):
@@ -211,7 +211,7 @@ class Client:
             self._ready.clear()  # the session just ended (its callback may not have run): wait for the next
             await asyncio.wait_for(self._ready.wait(), timeout)
 
-    async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> Session:
+    async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> ClientSession:
         """Build a frame on the live session, write it, drain, and wait for its receipt if asked."""
         session = self._session
         if not receipt and self._error is None and self.is_connected and session is not None and session.writable:
@@ -223,7 +223,7 @@ class Client:
             return session
         limit = self.timeout if timeout is None else timeout
 
-        async def run() -> Session:
+        async def run() -> ClientSession:
             session = await self._live(limit)
             receipt_id = session.conn.new_id("r-") if receipt else None
             data = build(session.conn, receipt_id)  # built and written in one step: one writer, in order

@@ -22,7 +22,7 @@ __all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
 
 
 class SessionLike(Protocol):
-    """What messages and subscriptions call on the session that read them (``_transport.Session``, which
+    """What messages and subscriptions call on the session that read them (``_transport.ClientSession``, which
     imports this module to build the messages it reads)."""
 
     def pause_reading(self, reason: object, *, hard: bool = False) -> None:

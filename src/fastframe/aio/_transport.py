@@ -1,9 +1,9 @@
 """The machinery under the asyncio client: reading, writing, heart-beats, receipts, flow control.
 
-One :class:`Session` per TCP connection. The socket's read side is an ``asyncio.BufferedProtocol``
-(:class:`_BufferedReader`: the socket writes into the connection's buffer; :attr:`Session.buffered`
+One :class:`ClientSession` per TCP connection. The socket's read side is an ``asyncio.BufferedProtocol``
+(:class:`_BufferedReader`: the socket writes into the connection's buffer; :attr:`ClientSession.reads_into_buffer`
 False selects the plain ``Protocol``, :class:`_Reader`); every write goes through
-:meth:`Session.write` in the loop's thread, so there is one writer; heart-beats are sent and
+:meth:`ClientSession.write` in the loop's thread, so there is one writer; heart-beats are sent and
 checked by a task of their own, beside user code, never inside it.
 """
 
@@ -25,7 +25,7 @@ from ..protocol import (
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
 from ._subscription import Message
 
-__all__ = ["Session", "FrameHook", "WireHook"]
+__all__ = ["ClientSession", "FrameHook", "WireHook"]
 
 #: ``frame_hook(direction, frame)``: "in" or "out", a :class:`fastframe.Frame` or ``None`` for a heart-beat.
 FrameHook = Callable[[str, Optional[Any]], None]
@@ -60,7 +60,7 @@ class _Reader(asyncio.Protocol):
     the cause, so every waiter fails with it at once.
     """
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ClientSession) -> None:
         self._session = session
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -101,7 +101,7 @@ class _BufferedReader(_Reader, asyncio.BufferedProtocol):
     """The reading path as a ``BufferedProtocol``: the socket writes into the connection's buffer
     (the decoder's own once the handshake is over), which saves the loop's copy of every read."""
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: ClientSession) -> None:
         super().__init__(session)
         self._buffer: Optional[memoryview] = None
 
@@ -132,7 +132,7 @@ class _BufferedReader(_Reader, asyncio.BufferedProtocol):
             session.abort(exc)
 
 
-class Session:
+class ClientSession:
     """One connection: a :class:`ClientConnection` driven over one asyncio transport.
 
     ``on_message(message)`` receives each :class:`Message` (the client routes it to its subscription);
@@ -142,7 +142,7 @@ class Session:
 
     #: Read through ``asyncio.BufferedProtocol`` (the socket writes into the decoder's buffer); False
     #: selects a plain ``Protocol`` (``bench/aio_read.py`` measures both).
-    buffered = True
+    reads_into_buffer = True
 
     def __init__(
         self,
@@ -197,7 +197,7 @@ class Session:
     ) -> Connected:
         """TCP (and TLS) connect, send CONNECT, wait for CONNECTED (the caller bounds the wait)."""
         try:
-            reader = _BufferedReader if self.buffered else _Reader
+            reader = _BufferedReader if self.reads_into_buffer else _Reader
             await self._loop.create_connection(
                 lambda: reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
             )
@@ -439,7 +439,7 @@ class Session:
         return memoryview(self._probe_scratch)[: _HELD_LIMIT - len(self._held)]
 
     def _probed(self, nbytes: int) -> None:
-        if self.buffered and self._probe_scratch is not None:
+        if self.reads_into_buffer and self._probe_scratch is not None:
             self._held += memoryview(self._probe_scratch)[:nbytes]
         self._probing = False
         self.conn.keepalive(self._loop.time())  # bytes came: the peer is alive

@@ -1,6 +1,7 @@
 """A small in-memory STOMP broker's routing core (no I/O): see :class:`BrokerCore`.
 
-``fastframe.aio.Broker`` serves it over TCP; this package never imports ``fastframe.aio``.
+``fastframe.server.Broker`` (also ``fastframe.aio.Broker``) serves it over TCP; this package never
+imports ``fastframe.server`` nor ``fastframe.aio``.
 """
 
 from __future__ import annotations

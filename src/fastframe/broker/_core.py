@@ -55,7 +55,7 @@ class SessionHandle(Protocol):
         """Close the connection once what was sent has been written."""
 
 
-class _Message:
+class _Published:
     """One SEND's content: what every delivery of it shares."""
 
     __slots__ = ("destination", "headers", "body", "tails")
@@ -77,7 +77,7 @@ class _Subscription:
         self.destination = destination
         self.ack = ack
         #: ack id -> message, in delivery order (cumulative ACK walks it from the front)
-        self.unacked: Dict[str, _Message] = {}
+        self.unacked: Dict[str, _Published] = {}
         # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
         head: Headers = ((("subscription", sub_id),) if named else ()) + (("destination", destination),)
         version = session.version or "1.2"
@@ -119,7 +119,7 @@ class _Queue:
     __slots__ = ("messages", "consumers", "next")
 
     def __init__(self) -> None:
-        self.messages: Deque[Tuple[_Message, bool]] = collections.deque()  # (message, redelivered)
+        self.messages: Deque[Tuple[_Published, bool]] = collections.deque()  # (message, redelivered)
         self.consumers: List[_Subscription] = []
         self.next = 0
 
@@ -289,7 +289,7 @@ class BrokerCore:
                         data = PLAIN_EMPTY_DELIVERY % (sub.prefix, number)
                 else:
                     if message is None:
-                        message = _Message(destination, headers, body)
+                        message = _Published(destination, headers, body)
                     data = self._delivery(sub, message, False)
                 target = sub.session
                 box = target.outbox
@@ -345,9 +345,9 @@ class BrokerCore:
         if destination is None or len(destination) < 8 or not destination.startswith(_PREFIXES):
             self._check_destination(session, frame)  # sends the ERROR
             return
-        self.publish(_Message(destination, forwarded_headers(frame.headers), frame.body), session)
+        self.publish(_Published(destination, forwarded_headers(frame.headers), frame.body), session)
 
-    def publish(self, message: _Message, sender: Optional[Session] = None) -> None:
+    def publish(self, message: _Published, sender: Optional[Session] = None) -> None:
         """Route one message to its queue or to its topic's subscribers."""
         destination = message.destination
         if destination[1] == "t":  # /topic/
@@ -381,10 +381,10 @@ class BrokerCore:
             self.stored_bytes -= len(message.body)
             self._deliver(self._next_consumer(queue), message, redelivered)
 
-    def _deliver(self, sub: _Subscription, message: _Message, redelivered: bool) -> None:
+    def _deliver(self, sub: _Subscription, message: _Published, redelivered: bool) -> None:
         sub.session.handle.write(self._delivery(sub, message, redelivered))
 
-    def _delivery(self, sub: _Subscription, message: _Message, redelivered: bool) -> bytes:
+    def _delivery(self, sub: _Subscription, message: _Published, redelivered: bool) -> bytes:
         # MESSAGE as bytes: the subscription's encoded prefix, this delivery's ids, and the message's
         # encoded headers and body, shared by every delivery in the same version
         self._message_ids += 1
@@ -456,7 +456,7 @@ class BrokerCore:
         sub.unacked.clear()
         self._drain(queue)
 
-    def _requeue(self, queue: _Queue, messages: List[_Message]) -> None:
+    def _requeue(self, queue: _Queue, messages: List[_Published]) -> None:
         # back at the head, in their original order; stored again until a consumer takes them
         for message in reversed(messages):
             queue.messages.appendleft((message, True))
@@ -507,7 +507,7 @@ class BrokerCore:
         self._requeue(queue, messages)
         self._after_receipt.append(lambda: self._drain(queue))
 
-    def _redeliver(self, sub: _Subscription, message: _Message) -> None:
+    def _redeliver(self, sub: _Subscription, message: _Published) -> None:
         if sub.session.subscriptions.get(sub.id) is sub:
             self._deliver(sub, message, True)
 

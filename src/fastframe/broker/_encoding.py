@@ -11,7 +11,7 @@ from typing import Tuple
 
 from .._constants import ESCAPE, VERSIONS
 
-__all__ = ["DELIVERY", "PLAIN_DELIVERY", "PLAIN_EMPTY_DELIVERY", "forwarded_headers", "message_tail", "first_wins"]
+__all__ = ["DELIVERY", "PLAIN_DELIVERY", "PLAIN_EMPTY_DELIVERY", "forwarded_headers", "message_tail", "first_of_each"]
 
 Headers = Tuple[Tuple[str, str], ...]
 
@@ -56,11 +56,11 @@ def forwarded_headers(headers: Headers) -> Headers:
     SEND, and the first of each repeated name."""
     kept = tuple([item for item in headers if item[0] not in _DROPPED])
     if len(kept) > 1 and len({name for name, _ in kept}) != len(kept):
-        kept = first_wins(kept)
+        kept = first_of_each(kept)
     return kept
 
 
-def first_wins(headers: Headers) -> Headers:
+def first_of_each(headers: Headers) -> Headers:
     """Keep the first of each repeated name, as both big brokers forward them."""
     seen = set()
     kept = []

@@ -1,9 +1,9 @@
 """``sample-archive`` and ``index``: archives of captures, with the codec and the standard library only.
 
     fastframe sample-archive DIR
-        write a seeded sample archive (see fastframe.sample_archive)
+        write a seeded sample archive (see fastframe.archive)
     fastframe index FILE...
-        write index sidecars (proven frame boundaries, see fastframe._split_index) so Spark can split big files
+        write index sidecars (proven frame boundaries, see fastframe.archive) so Spark can split big files
 
 Neither needs Spark or the ``spark`` extra (an index of a remote file needs what reading it needs: pyarrow or
 fsspec); both are listed beside ``convert`` because they prepare its input.
@@ -41,7 +41,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
 
 
 def cmd_sample_archive(args: argparse.Namespace) -> int:
-    from ..sample_archive import generate_archive
+    from ..archive import generate_archive
 
     if os.path.isdir(args.out) and os.listdir(args.out):
         print(f"{args.out}: not empty; choose a new folder", file=sys.stderr)
@@ -58,7 +58,7 @@ def cmd_sample_archive(args: argparse.Namespace) -> int:
 
 
 def cmd_index(args: argparse.Namespace) -> int:
-    from .._split_index import write_index
+    from ..archive import write_index
 
     status = 0
     for path in args.files:

@@ -1,7 +1,7 @@
 """Argument types and options shared by the command groups of ``fastframe.cli``.
 
 A leaf module: every command group imports it; it imports none of them, only argparse and the codec's
-version list (and the size parser of ``fastframe._files`` when a size is parsed).
+version list (and the size parser of ``fastframe.archive`` when a size is parsed).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
 def size(text: str) -> int:
     """An argparse type: bytes, written as ``4194304``, ``4m``, ``512KiB`` (binary units)."""
-    from .._files import parse_size  # on use: listing files is not every command's business
+    from ..archive import parse_size  # on use: listing files is not every command's business
 
     try:
         return parse_size(text)

@@ -72,6 +72,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
         "--heartbeat", type=_heartbeat_pair, default=(10_000, 10_000), metavar="SX,SY",
         help="the heart-beat header of CONNECTED, in ms: can send every SX, wants one every SY (default 10000,10000)",
     )  # fmt: skip
+    brk.add_argument("--record", metavar="DIR", help="record every connection into an archive in DIR "
+                     "(DIR/fastframe-broker/DATE/conn-NNNN.c2s.stomp and .s2c.stomp, see fastframe record)")  # fmt: skip
     return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
 
@@ -223,11 +225,21 @@ def _heartbeat_pair(text: str) -> Tuple[int, int]:
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
-    from ..aio._broker import run_broker  # asyncio and the broker load only for this command
+    from ..server import run_broker  # asyncio and the broker load only for this command
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
+    options: Dict[str, Any] = {}
+    archive = None
+    if args.record:
+        from ..capture import Archive
+
+        archive = Archive(args.record, "fastframe-broker")
+        options["wire_hook"] = archive.server_hook  # a recorder per connection
     try:
-        asyncio.run(run_broker(args.host, args.port, users=users, heartbeat=args.heartbeat))
+        asyncio.run(run_broker(args.host, args.port, users=users, heartbeat=args.heartbeat, **options))
     except KeyboardInterrupt:
         pass
+    finally:
+        if archive is not None:
+            archive.close()  # the connections still open: their files are finished
     return 0

@@ -239,8 +239,7 @@ def _failure_reason(exc: BaseException) -> str:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    from ..spark._options import read_options
-    from ..spark._read import list_files
+    from ..spark import list_files, read_options
     from ..spark.session import is_local_master
 
     cluster = not is_local_master(args.master)
@@ -308,7 +307,7 @@ def _convert(
     spark: Any, args: argparse.Namespace, archives: Sequence[str], out_dir: str, options: Dict[str, Any],
     files: int, size: int, start: float, cluster: bool,
 ) -> int:  # fmt: skip
-    from ..spark._cluster import ExecutorProblem, check_executors, tasks_per_executor
+    from ..spark import ExecutorProblem, check_executors, tasks_per_executor
 
     sc = spark.sparkContext
     try:

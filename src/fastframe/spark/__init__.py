@@ -39,12 +39,19 @@ _LAZY = {
     "SPARK_DDL": "._columns",
     "MalformedStompError": "._read",
     "StompDataSource": "._source",
-    "generate_archive": "..sample_archive",  # needs no Spark: fastframe.sample_archive
+    "generate_archive": "..archive",  # needs no Spark: fastframe.archive
     "get_session": ".session",
     "register": ".session",
     "option_names": "._options",
     "spark_schema": "._schema",
-    "write_index": ".._split_index",  # needs no Spark: fastframe._split_index
+    "write_index": "..archive",  # needs no Spark: fastframe.archive
+    # what the command line's `fastframe convert` uses (imported from here, not from the private
+    # modules; not in __all__: no API of their own)
+    "read_options": "._options",
+    "list_files": "._read",
+    "ExecutorProblem": "._cluster",
+    "check_executors": "._cluster",
+    "tasks_per_executor": "._cluster",
 }
 
 

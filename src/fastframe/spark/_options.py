@@ -17,12 +17,12 @@ from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import fastframe
 
-from .._files import parse_size
+from ..archive import parse_size
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SPLIT_MODES = ("auto", "scan", "none")
 FILESYSTEMS = ("auto", "pyarrow", "fsspec")
-#: The writer's compression choices (the reader's by file name ending: fastframe._files.EXTENSIONS).
+#: The writer's compression choices (the reader's by file name ending: fastframe.archive.EXTENSIONS).
 CODEC_SUFFIX = {"gzip": ".gz", "zstd": ".zst", "bz2": ".bz2"}
 COMPRESSIONS = ("none", "gzip", "zstd", "bz2")
 

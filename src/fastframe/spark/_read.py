@@ -13,8 +13,7 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import fastframe
 
-from .._files import compression_for, iter_files, open_stream
-from .._split_index import choose_splits, load_checkpoints, scan_checkpoints
+from ..archive import choose_splits, compression_for, iter_files, load_checkpoints, open_stream, scan_checkpoints
 from ._arrow import BatchBuilder, default_fields
 from ._options import ReadOptions
 

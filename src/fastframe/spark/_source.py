@@ -1,5 +1,9 @@
 """The ``stomp`` data source for PySpark's Python Data Source API (Spark 4.0+).
 
+One format, chosen by its options: with ``host`` (or ``servers``) it reads
+from and writes to a broker (streaming, :mod:`._stream_source`); with a path
+it reads and writes frame-stream files.
+
 Importing this module needs only PySpark (pyarrow is imported where rows are
 made), so that Spark's automatic lookup of ``pyspark_*`` modules never fails
 because of it.
@@ -19,6 +23,7 @@ from pyspark.sql.datasource import (
 
 from ._options import read_options, write_options
 from ._schema import check_read_schema, spark_schema
+from ._stream_options import is_broker
 
 
 class StompPartition(InputPartition):
@@ -74,7 +79,9 @@ class StompWriter(DataSourceArrowWriter):
 
 
 class StompDataSource(DataSource):
-    """``spark.read.format("stomp")`` / ``df.write.format("stomp")``: STOMP frame-stream files.
+    """``spark.read.format("stomp")`` / ``df.write.format("stomp")``: STOMP frame-stream files;
+    ``spark.readStream.format("stomp")`` / ``df.writeStream.format("stomp")`` (and ``df.write``)
+    with a ``host`` option: a broker.
 
     See ``fastframe.spark`` (and the README's Spark section) for the rows and the options.
     """
@@ -84,10 +91,39 @@ class StompDataSource(DataSource):
         return "stomp"
 
     def schema(self) -> Any:
+        if is_broker(self.options):
+            from ._stream_schema import stream_spark_schema
+
+            return stream_spark_schema()
         return spark_schema()
 
     def reader(self, schema: Any) -> DataSourceReader:
+        if is_broker(self.options):
+            raise ValueError(
+                "a broker is read as a stream: spark.readStream.format('stomp') (option host is set; "
+                "give a path instead to read files)"
+            )
         return StompReader(self.options, schema)
 
-    def writer(self, schema: Any, overwrite: bool) -> StompWriter:
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        if is_broker(self.options):
+            from ._stream_source import BrokerBatchWriter
+
+            return BrokerBatchWriter(self.options, schema)
         return StompWriter(self.options, schema, overwrite)
+
+    def streamReader(self, schema: Any) -> Any:
+        if not is_broker(self.options):
+            raise ValueError("streaming reads come from a broker: set option host (or servers) and destination")
+        from ._stream_schema import check_stream_schema
+        from ._stream_source import stream_reader
+
+        check_stream_schema(schema)
+        return stream_reader(self.options)
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:
+        if not is_broker(self.options):
+            raise ValueError("streaming writes go to a broker: set option host (or servers) and destination")
+        from ._stream_source import BrokerStreamWriter
+
+        return BrokerStreamWriter(self.options, schema)

@@ -18,8 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 import fastframe
 
-from .._files import INDEX_SUFFIX, basename, resolve
-from .._split_index import make_index
+from ..archive import INDEX_SUFFIX, basename, make_index, resolve
 from ._options import CODEC_SUFFIX, WriteOptions
 
 STAGING = "_temporary"

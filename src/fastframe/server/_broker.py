@@ -9,11 +9,12 @@ Memory only, one process, no persistence, no clustering: meant for tests, develo
 from __future__ import annotations
 
 import asyncio
+import signal
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
-from ._server import Server, ServerConnection, serve
+from ._serve import ServedConnection, Server, serve
 
 __all__ = ["Broker", "run_broker"]
 
@@ -24,16 +25,16 @@ class _Handler:
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
 
-    def connection_made(self, conn: ServerConnection) -> None:
+    def connection_made(self, conn: ServedConnection) -> None:
         conn.context = self.core.open(conn)
 
-    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+    def frame_received(self, conn: ServedConnection, frame: Any) -> None:
         self.core.receive(conn.context, frame)
 
-    def frames_received(self, conn: ServerConnection, frames: List[Any]) -> None:
+    def frames_received(self, conn: ServedConnection, frames: List[Any]) -> None:
         self.core.receive_many(conn.context, frames)
 
-    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+    def connection_lost(self, conn: ServedConnection, cause: Optional[BaseException]) -> None:
         self.core.close(conn.context)
 
 
@@ -46,7 +47,7 @@ class Broker:
         max_stored_bytes: bound on bodies held for queues without consumers.
         ssl: an ``ssl.SSLContext`` to serve TLS.
         decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
-        **server_options: the options of :func:`fastframe.aio.serve` (timeouts, heart-beats, bounds).
+        **server_options: the options of :func:`fastframe.server.serve` (timeouts, heart-beats, bounds).
     """
 
     def __init__(
@@ -98,7 +99,36 @@ class Broker:
 
 
 async def run_broker(host: str, port: int, stop: Optional[asyncio.Event] = None, **options: Any) -> None:
-    """Serve until ``stop`` is set (or forever); the command line's ``fastframe broker``."""
-    async with Broker(host, port, **options) as broker:
-        print(f"fastframe broker listening on {broker.host}:{broker.port}", flush=True)
-        await (stop or asyncio.Event()).wait()
+    """Serve until ``stop`` is set; the command line's ``fastframe broker``.
+
+    Without ``stop``, SIGINT (Ctrl-C) or SIGTERM stops it, through handlers of its own in place before
+    the "listening" line is printed: the disposition a process inherits is no guide (a background job of
+    a non-interactive shell starts with SIGINT ignored, so Python's KeyboardInterrupt, which asyncio.run
+    turns into a cancel, never comes). Either way the clients get an ERROR, then the close.
+    """
+    if stop is None:
+        stop = asyncio.Event()
+        handled = _stop_on_signals(stop)
+    else:
+        handled = []
+    try:
+        async with Broker(host, port, **options) as broker:
+            print(f"fastframe broker listening on {broker.host}:{broker.port}", flush=True)
+            await stop.wait()
+    finally:
+        loop = asyncio.get_running_loop()
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+def _stop_on_signals(stop: asyncio.Event) -> List[signal.Signals]:
+    """Set ``stop`` on SIGINT and SIGTERM; the signals handled (none on Windows or off the main thread)."""
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError, ValueError):  # Windows; a thread other than the main one
+            continue
+        handled.append(sig)
+    return handled

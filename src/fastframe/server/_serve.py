@@ -45,7 +45,7 @@ from ..broker import error_parts
 from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError
 from ..protocol import ServerConnection as ProtocolConnection
 
-__all__ = ["serve", "Server", "ServerConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
+__all__ = ["serve", "Server", "ServedConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
 _log = logging.getLogger("fastframe.server")
 _CALLS = {"CONNECTED": "accept", "RECEIPT": "receipt", "ERROR": "error"}
@@ -62,20 +62,20 @@ class TimeoutClosed(ConnectionError):
 class FrameHandler(Protocol):
     """What :func:`serve` calls; the in-memory broker is one."""
 
-    def connection_made(self, conn: ServerConnection) -> None:
+    def connection_made(self, conn: ServedConnection) -> None:
         """A client connected (before any byte)."""
 
-    def frame_received(self, conn: ServerConnection, frame: Any) -> None:
+    def frame_received(self, conn: ServedConnection, frame: Any) -> None:
         """The client sent ``frame`` (CONNECT or STOMP first)."""
 
     # optional: ``frames_received(conn, frames)``, the frames of one read in one call (in order; the
     # handler stops at the first after which the connection is closing)
 
-    def connection_lost(self, conn: ServerConnection, cause: Optional[BaseException]) -> None:
+    def connection_lost(self, conn: ServedConnection, cause: Optional[BaseException]) -> None:
         """The connection ended; ``cause`` is why (``None`` for an orderly close)."""
 
 
-class ServerConnection(asyncio.Protocol):
+class ServedConnection(asyncio.Protocol):
     """One client connection: a :class:`fastframe.protocol.ServerConnection` over one transport (the
     handler keeps subscriptions, acks and transactions).
 
@@ -108,6 +108,7 @@ class ServerConnection(asyncio.Protocol):
         self._cause: Optional[BaseException] = None
         self._registered = False
         self._paused = False  # reading paused by the server's flow control (deadlines wait meanwhile)
+        self._wire: Any = None  # the serve() option wire_hook's hook for this connection
         #: True once close() or abort() was called
         self.closing = False
         #: free for the handler (the broker keeps its session here)
@@ -135,6 +136,8 @@ class ServerConnection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=self._options["outbound_high_water"])
         server._connections.add(self)
         self._registered = True
+        if self._options["wire_hook"] is not None:
+            self._wire = self._options["wire_hook"](self)
         if server._congested:
             transport.pause_reading()
             self._paused = True
@@ -161,6 +164,8 @@ class ServerConnection(asyncio.Protocol):
             self.close(exc)
 
     def _received(self, data: bytes) -> None:
+        if self._wire is not None:
+            self._wire("in", data)
         self._now = self._loop.time()
         proto = self._proto
         whole = proto.frames_end
@@ -210,6 +215,11 @@ class ServerConnection(asyncio.Protocol):
         server = self._server
         server._connections.discard(self)
         self._set_congested(False)
+        if self._wire is not None and hasattr(self._wire, "close"):
+            try:
+                self._wire.close()
+            except Exception:
+                _log.exception("STOMP connection from %s: the wire hook's close failed", self.peer)
         try:
             server._handler.connection_lost(self, self._cause or exc)
         except Exception:
@@ -295,7 +305,10 @@ class ServerConnection(asyncio.Protocol):
     def _flush(self) -> None:
         out, self._out, self._out_bytes = self._out, [], 0
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(b"".join(out))
+            data = b"".join(out)
+            if self._wire is not None:
+                self._wire("out", data)
+            self._transport.write(data)
             self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
             self._proto.data_sent(self._loop.time())
 
@@ -393,6 +406,8 @@ class ServerConnection(asyncio.Protocol):
             return
         beat = self._proto.heartbeat_due(now)
         if beat and self._transport is not None:
+            if self._wire is not None:
+                self._wire("out", beat)
             self._transport.write(beat)
         self._timer = self._loop.call_later(self._tick_every, self._guarded, self._tick)
 
@@ -407,6 +422,7 @@ _DEFAULTS: Dict[str, Any] = {
     "outbound_high_water": 1024 * 1024,
     "slow_consumer_timeout": 10.0,
     "close_timeout": 5.0,
+    "wire_hook": None,
 }
 
 
@@ -419,8 +435,8 @@ class Server:
         self._options = options
         self._decoder_options = dict(decoder_options)
         self._loop = asyncio.get_running_loop()
-        self._connections: Set[ServerConnection] = set()
-        self._congested: Set[ServerConnection] = set()
+        self._connections: Set[ServedConnection] = set()
+        self._congested: Set[ServedConnection] = set()
         self._idle = asyncio.Event()
         self._server: Optional[asyncio.Server] = None
         self._port = 0
@@ -494,7 +510,10 @@ async def serve(
     Keyword options (defaults in brackets): ``heartbeat`` [(10000, 10000)] the server's heart-beat
     pair for CONNECTED; ``heartbeat_grace`` [2.0]; ``max_connections`` [1000]; ``handshake_timeout``
     [10.0 s]; ``frame_timeout`` [30.0 s]; ``max_outbound_bytes`` [16 MiB]; ``outbound_high_water``
-    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]. ``decoder_options`` are
+    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]; ``wire_hook`` [None]: called
+    with each new connection, it returns ``None`` or a ``hook(direction, data)`` that sees every byte
+    ("in": from the client, "out": to it; its ``close()``, if any, is called when the connection ends),
+    e.g. :meth:`fastframe.capture.Archive.server_hook`. ``decoder_options`` are
     :class:`fastframe.Decoder` options (limits, tolerances). ``ssl`` serves TLS.
     """
     unknown = set(options) - set(_DEFAULTS)
@@ -507,6 +526,6 @@ async def serve(
         heartbeat_grace=merged["heartbeat_grace"], **(decoder_options or {})
     )  # refuse bad options now, not per connection
     server = Server(handler, merged, decoder_options or {})
-    server._server = await server._loop.create_server(lambda: ServerConnection(server), host, port, ssl=ssl)
+    server._server = await server._loop.create_server(lambda: ServedConnection(server), host, port, ssl=ssl)
     server._port = server._server.sockets[0].getsockname()[1]
     return server

@@ -9,8 +9,8 @@ file system yields "display" paths: the string a user would pass back in
 (a plain path, or a URI with its scheme), which is what the Spark reader's
 ``path`` column holds and what travels to the executors.
 
-Used by the split index (:mod:`fastframe._split_index`) and the Spark layer
-(:mod:`fastframe.spark`); imports neither.
+Used by the split index (``fastframe.archive._split_index``), the Spark layer
+(:mod:`fastframe.spark`) and the capture recorder; imports none of them.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ GLOB_CHARS = "*?["
 EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
 #: The split index's sidecar file beside a capture (written by the writer and `fastframe index`, skipped by listings).
 INDEX_SUFFIX = ".ffidx"
+#: The arrival-time sidecar beside a capture (written by :mod:`fastframe.capture`, skipped by listings).
+TIMES_SUFFIX = ".fftimes"
 
 _SIZE = re.compile(r"\s*(\d+)\s*([kmgt]?)(i?b)?\s*", re.I)
 _SIZE_FACTORS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -366,7 +368,7 @@ def iter_files(paths: Any, prefer: str, recursive: bool, glob_filter: Optional[s
                 display = fs.to_display(item.path)
                 if display in seen:
                     continue
-                if got.is_dir and base.endswith(INDEX_SUFFIX):
+                if got.is_dir and base.endswith((INDEX_SUFFIX, TIMES_SUFFIX)):
                     continue
                 seen.add(display)
                 yield display, item.size

@@ -1,0 +1,169 @@
+"""Sphinx configuration for the fastframe documentation (``make docs`` builds it with -W -n).
+
+The pages are Markdown (MyST), so the code blocks and tables the test suite checks are read the same
+way in README.md and in docs/ (tests/test_readme.py, tests/test_docs.py). The API reference is
+autodoc over the docstrings of the public names; every name in a documented module's ``__all__``
+must appear in it (:func:`check_public_names`), and with ``nitpicky`` every cross-reference to a
+fastframe name must resolve.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from pathlib import Path
+
+DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS))
+
+# autodoc reads the pure-Python twin, the reference: its signatures are introspectable and it is what
+# every installation has (the compiled twin has the same names and behaviour, tests/test_twins.py)
+os.environ["FASTFRAME_NO_EXTENSIONS"] = "1"
+
+import state_diagram  # noqa: E402
+from sphinx.ext.napoleon import Config, GoogleDocstring  # noqa: E402
+
+import fastframe  # noqa: E402
+
+project = "fastframe"
+author = "fastframe developers"
+copyright = "fastframe developers, MIT licence"
+release = version = fastframe.__version__
+
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
+source_suffix = {".md": "markdown"}
+root_doc = "index"
+exclude_patterns = ["_build", "_generated"]  # _generated: included by the pages
+templates_path: list = []
+
+myst_enable_extensions = ["colon_fence", "deflist"]
+myst_heading_anchors = 3  # [text](page.md#section-title) links, as on GitHub
+
+html_theme = "furo"
+html_title = f"fastframe {release}"
+html_static_path: list = []
+
+autodoc_member_order = "bysource"
+autodoc_typehints = "signature"
+# a connection's methods live on its shared base class: document them on the public class
+autodoc_default_options = {
+    "members": True,
+    "show-inheritance": True,
+    "inherited-members": "BaseException,Exception,ValueError,RuntimeError,OSError,ConnectionError,tuple,object,Enum,dict,int,str,DataSource",
+}
+
+# Every cross-reference must resolve (-n): a broken reference to a fastframe name fails the build.
+# Names outside fastframe (the standard library, PySpark, pyarrow) have no inventory to resolve
+# against offline (intersphinx would fetch one), so they are the only ones let through.
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(typing|typing_extensions|collections\.abc|abc|enum|asyncio|ssl|random|argparse|os|io)\..*"),
+    (r"py:.*", r"(pyspark|pyarrow|pandas|fsspec)(\..*)?"),
+    (r"py:.*", r"_?[A-Z][A-Za-z]*(Hook|Like|Type|Headers|Handler|Connector)"),  # private type aliases
+    (
+        r"py:class",
+        r"(str|bytes|bytearray|memoryview|int|float|bool|object|dict|list|tuple|set|type|"
+        r"frozenset|Ellipsis|NoneType|Exception|ValueError|RuntimeError|OSError|ConnectionError|"
+        r"TimeoutError|BaseException|Enum|Path|PathLike|Buffer|T|_T|Self)",
+    ),
+    (
+        r"py:class",
+        r"(Any|Optional|Union|Tuple|List|Dict|Mapping|Sequence|Iterable|Iterator|Callable|"
+        r"Awaitable|Coroutine|AsyncIterator|NamedTuple|Literal|MutableMapping|Set|FrozenSet|Type)",
+    ),
+    (r"py:.*", r"_?asyncio\..*"),
+    (r"py:.*", r"fastframe\.(.*\.)?_\w+(\..*)?"),  # a private module in an annotation's qualified name
+    (r"py:func", r"(open|len|print|iter|next|bytes|str|repr|hash|isinstance)"),  # builtins
+    (r"py:(exc|obj|data)", r"(ValueError|RuntimeError|TypeError|OverflowError|KeyError|asyncio\..*)"),
+    (r"py:.*", r"(Simple)?DataSource\w*(\..*)?"),  # PySpark's, named unqualified in the Spark docstrings
+]
+# Short names in docstrings that mean a method or attribute of another class than the one documented
+# (Sphinx looks them up on the documented one). Each is named here, so a new broken one still fails.
+nitpick_ignore = [
+    ("py:class", "ClientConnection"),  # fastframe.aio.ClientSession: fastframe.protocol.ClientConnection
+    ("py:attr", "closed"),  # fastframe.aio.ClientSession: its client's
+    ("py:attr", "error"),
+    ("py:meth", "receive_eof"),  # fastframe.protocol.ConnectionClosed: the connection's
+    ("py:meth", "receive_data"),  # fastframe.protocol.ProtocolError: the connection's
+    ("py:meth", "start"),  # fastframe.spark.standalone's module docstring: StandaloneCluster.start
+]
+
+# The modules whose every public name (__all__) the API reference must document.
+PUBLIC_MODULES = [
+    "fastframe",
+    "fastframe.spec",
+    "fastframe.sample",
+    "fastframe.sample_archive",
+    "fastframe.protocol",
+    "fastframe.aio",
+    "fastframe.server",
+    "fastframe.broker",
+    "fastframe.spark",
+    "fastframe.spark.standalone",
+    "fastframe.cli",
+    "fastframe.capture",
+    "fastframe.archive",
+]
+# Public modules (no part of the name starts with "_") whose names are documented under another
+# module's: any other public module without a page fails the build.
+DOCUMENTED_ELSEWHERE = {
+    "fastframe.spark.archive": "re-exports fastframe.sample_archive.generate_archive",
+    "fastframe.spark.session": "get_session and register are documented as fastframe.spark's",
+}
+
+
+def public_modules() -> list:
+    import pkgutil
+
+    found = ["fastframe"]
+    for info in pkgutil.walk_packages(fastframe.__path__, "fastframe."):
+        if not any(part.startswith("_") for part in info.name.split(".")):
+            found.append(info.name)
+    return found
+
+
+def write_state_diagrams(app) -> None:
+    """The protocol guide's state diagrams, generated from the code at every build (never stale)."""
+    out = DOCS / "_generated"
+    out.mkdir(exist_ok=True)
+    for role in ("client", "server"):
+        for suffix, text in (("md", state_diagram.markdown(role)), ("svg", state_diagram.svg(role))):
+            path = out / f"states-{role}.{suffix}"
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                path.write_text(text, encoding="utf-8")
+
+
+NAPOLEON = Config()
+
+
+def google_sections(app, what, name, obj, options, lines) -> None:
+    """The docstrings' Google-style "Args:" and "Attributes:" sections, as napoleon reads them.
+
+    Not for attributes: their ``#:`` comments read "Open subscriptions: id -> ...", which napoleon
+    would take for "type: description".
+    """
+    if what not in ("attribute", "property", "data"):
+        lines[:] = GoogleDocstring(lines, NAPOLEON, app, what, name, obj, options).lines()
+
+
+def check_public_names(app, env) -> None:
+    """A public name missing from the API reference is a warning (an error under -W)."""
+    from sphinx.util import logging
+
+    logger = logging.getLogger("fastframe.docs")
+    documented = set(env.get_domain("py").objects)
+    for module_name in public_modules():
+        if module_name not in PUBLIC_MODULES and module_name not in DOCUMENTED_ELSEWHERE:
+            logger.warning("public module %s has no page in the API reference (docs/api/)", module_name)
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            if f"{module_name}.{name}" not in documented:
+                logger.warning("public name %s.%s is not in the API reference", module_name, name)
+
+
+def setup(app):
+    app.connect("builder-inited", write_state_diagrams)
+    app.connect("autodoc-process-docstring", google_sections)
+    app.connect("env-check-consistency", check_public_names)

@@ -1,0 +1,363 @@
+"""``Archive`` (a folder of recordings, its writer thread, its options) and ``Recorder`` (one connection).
+
+The recorder runs where the bytes are (the event loop): it feeds each direction to a
+:class:`fastframe.Decoder`, which proves the frame boundaries (the only places a file is cut) and
+dates each frame, and hands bytes and records to the archive's writer thread (:mod:`._sink`). It
+never raises into its caller and never blocks: at worst it drops its own recording.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import threading
+import time
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
+
+import fastframe
+
+from ..archive import RECORD
+from ._sink import FileSink, Opener, Recording, Writer, _log
+
+#: ``Recorder`` directions by name: the client's wire_hook says "out"/"in", a server's "in"/"out".
+_PERSPECTIVES = {"client": {"out": "c2s", "in": "s2c"}, "server": {"in": "c2s", "out": "s2c"}}
+_NUMBERED = re.compile(r"conn-(\d+)\.")
+DEFAULT_INDEX_INTERVAL = 4 << 20  # as fastframe.spark.write_index
+DEFAULT_MAX_PENDING = 8 << 20
+
+#: The codec module the recorder decodes with (tests point it at each twin).
+codec: Any = fastframe
+
+
+class Archive:
+    """A folder of recordings in the layout the readers know: ``OUT/BROKER/DATE/conn-NNNN.{c2s,s2c}.stomp``.
+
+    Args:
+        out_dir: the archive's root folder (created when needed).
+        broker: the folder under it for this source (``fastframe record`` uses ``--name``).
+        roll_size: start a new piece of a direction once its file holds this many bytes (None: never).
+        roll_age: ... or once it is this many seconds old (None: never). Pieces end at proven frame
+            boundaries only: past a decode error, a direction is not cut again.
+        gzip: compress each piece (``.stomp.gz``).
+        decoder_options: :class:`fastframe.Decoder` options the boundaries and the ``.ffidx`` sidecars are
+            proven with (reads with other options ignore the index).
+        index_interval: bytes between the checkpoints of an ``.ffidx``.
+        max_pending: bytes a connection may have waiting for the disk; past it its recording is dropped.
+        opener: ``opener(path, "wb")`` opens each file (default :func:`open`).
+
+    Each connection gets the next free number of its ``BROKER/DATE`` folder (UTC date of its start).
+    Use as a context manager, or call :meth:`close`: it closes the recorders still open and waits for
+    the disk.
+    """
+
+    def __init__(
+        self,
+        out_dir: str,
+        broker: str = "capture",
+        *,
+        roll_size: Optional[int] = None,
+        roll_age: Optional[float] = None,
+        gzip: bool = False,
+        decoder_options: Optional[Mapping[str, Any]] = None,
+        index_interval: int = DEFAULT_INDEX_INTERVAL,
+        max_pending: int = DEFAULT_MAX_PENDING,
+        opener: Opener = open,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        if roll_size is not None and roll_size < 1:
+            raise ValueError("roll_size must be at least 1 byte")
+        if roll_age is not None and not roll_age > 0:
+            raise ValueError("roll_age must be a positive number of seconds")
+        if index_interval < 1 or max_pending < 1:
+            raise ValueError("index_interval and max_pending must be at least 1")
+        if not broker or os.sep in broker or broker.startswith((".", "_")):
+            raise ValueError(f"broker must be a plain folder name (not hidden), not {broker!r}")
+        self.out_dir = out_dir
+        self.broker = broker
+        self.roll_size = roll_size
+        self.roll_age = roll_age
+        self.gzip = gzip
+        self.decoder_options: Dict[str, Any] = dict(decoder_options or {})
+        codec.Decoder(**self.decoder_options)  # refuse bad options now
+        self.index_interval = index_interval
+        self.max_pending = max_pending
+        self.opener = opener
+        self.clock = clock
+        self.writer = Writer()
+        self._lock = threading.Lock()
+        self._next: Dict[str, int] = {}
+        self._open: Set[Recorder] = set()
+        self.closed = False
+
+    def _number(self, folder: str) -> int:
+        """The next free connection number in ``folder`` (a folder listed once per archive)."""
+        with self._lock:
+            number = self._next.get(folder)
+            if number is None:
+                try:
+                    names = os.listdir(folder)
+                except OSError:
+                    names = []
+                found = [int(m.group(1)) for m in map(_NUMBERED.match, names) if m]
+                number = max(found, default=0) + 1
+            self._next[folder] = number + 1
+            return number
+
+    def recorder(self, perspective: str = "client") -> Recorder:
+        """A recorder for a new connection.
+
+        ``perspective`` names what ``recorder(direction, data)`` means: ``"client"`` (the asyncio
+        client's ``wire_hook``: "out" is what the client sent) or ``"server"`` (a server's hook: "in"
+        is what the client sent). :meth:`Recorder.c2s` and :meth:`Recorder.s2c` need neither.
+        """
+        if perspective not in _PERSPECTIVES:
+            raise ValueError(f"perspective must be 'client' or 'server', not {perspective!r}")
+        if self.closed:
+            raise RuntimeError("the archive is closed")
+        day = datetime.datetime.fromtimestamp(self.clock() / 1e9, datetime.timezone.utc).strftime("%Y-%m-%d")
+        folder = os.path.join(self.out_dir, self.broker, day)
+        recorder = Recorder(self, folder, self._number(folder), perspective)
+        with self._lock:
+            self._open.add(recorder)
+        return recorder
+
+    def server_hook(self, conn: Any) -> Recorder:
+        """``wire_hook`` of :func:`fastframe.aio.serve` / :class:`fastframe.aio.Broker`: one recorder per connection."""
+        return self.recorder("server")
+
+    def _closed(self, recorder: Recorder) -> None:
+        with self._lock:
+            self._open.discard(recorder)
+
+    def flush(self, timeout: float = 30.0) -> bool:
+        """Wait until what was recorded so far is on disk (at most ``timeout`` s)."""
+        return self.writer.flush(timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Close every recorder still open, write what waits, stop the writer thread."""
+        with self._lock:
+            recorders = list(self._open)
+        for recorder in recorders:
+            recorder.close()
+        self.closed = True
+        self.writer.close(timeout)
+
+    def __enter__(self) -> Archive:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class _Direction:
+    """One direction of a connection, in the caller's thread: where its current piece starts, its frames."""
+
+    def __init__(self, recorder: Recorder, sink: FileSink) -> None:
+        archive = recorder.archive
+        self.recorder = recorder
+        self.sink = sink
+        self.decoder: Any = codec.Decoder(**archive.decoder_options)
+        self.proven = True  # every byte so far decoded into frames: boundaries are known
+        self.written = 0  # stream bytes handed to the sink
+        self.file_start = 0  # stream offset of the current piece's first byte
+        self.opened_at: Optional[float] = None  # monotonic time of the current piece's first byte
+        self.frames = 0  # frames in the current piece
+        self.checkpoints: List[Tuple[int, int]] = []
+        self.next_checkpoint = 0
+        self.error_offset: Optional[int] = None  # in the current piece
+
+    def feed(self, data: bytes, now_ns: int, now: float) -> None:
+        start = self.written
+        frames: Any = ()
+        boundary = -1
+        if self.proven:
+            decoder = self.decoder
+            try:
+                frames = decoder.feed(data)
+            except fastframe.DecodeError as err:
+                frames = err.frames
+                self.proven = False
+                self.error_offset = err.offset - self.file_start
+            else:
+                boundary = decoder.bytes_fed - decoder.buffered
+        if boundary > self.file_start and boundary >= start and self._due(start + len(data), now):
+            cut = boundary - start  # the piece ends at the last frame this read completed
+            if cut:
+                self._write(data[:cut], now)
+            self._dated(frames, now_ns)
+            self._roll()
+            if cut < len(data):
+                self._write(data[cut:], now)
+            return
+        self._write(data, now)
+        self._dated(frames, now_ns)
+
+    def _due(self, end: int, now: float) -> bool:
+        archive = self.recorder.archive
+        if archive.roll_size is not None and end - self.file_start >= archive.roll_size:
+            return True
+        return archive.roll_age is not None and self.opened_at is not None and now - self.opened_at >= archive.roll_age
+
+    def tick(self, now: float) -> None:
+        """Roll an idle piece that is old enough (between frames only)."""
+        if self.proven and not self.decoder.buffered and self.written > self.file_start and self._due(0, now):
+            self._roll()
+
+    def _write(self, data: bytes, now: float) -> None:
+        if self.opened_at is None:
+            self.opened_at = now
+        self.written += len(data)
+        self.recorder._submit(self.sink, "write", data, len(data))
+
+    def _dated(self, frames: Any, now_ns: int) -> None:
+        if not frames:
+            return
+        base = self.file_start
+        pack = RECORD.pack
+        interval = self.recorder.archive.index_interval
+        records = []
+        for frame in frames:
+            offset = frame.offset - base
+            if offset >= self.next_checkpoint:
+                self.checkpoints.append((self.frames, offset))
+                self.next_checkpoint = offset + interval
+            self.frames += 1
+            records.append(pack(offset, now_ns))
+        data = b"".join(records)
+        self.recorder._submit(self.sink, "times", data, len(data))
+
+    def _facts(self) -> Tuple[List[Tuple[int, int]], int, Optional[int]]:
+        return self.checkpoints, self.frames, self.error_offset
+
+    def _roll(self) -> None:
+        self.recorder._submit(self.sink, "finish", self._facts())
+        self.file_start = self.written
+        self.opened_at = None
+        self.frames = 0
+        self.checkpoints = []
+        self.next_checkpoint = 0
+        self.error_offset = None
+
+    def close(self) -> None:
+        if self.proven:
+            try:
+                self.decoder.close()
+            except fastframe.DecodeError as err:  # the stream ended inside a frame
+                self.error_offset = err.offset - self.file_start
+        self.recorder._submit(self.sink, "finish", self._facts())
+
+
+class Recorder:
+    """Records one connection's two directions into its archive (see :meth:`Archive.recorder`).
+
+    ``c2s(data)`` and ``s2c(data)`` take the exact bytes each side sent, in order;
+    ``recorder(direction, data)`` is the same as a ``wire_hook``. Nothing here raises into the
+    caller or waits for the disk: a disk error or a disk too slow (more than the archive's
+    ``max_pending`` bytes waiting) drops this recording, logged once, and :attr:`dropped` says why.
+    :meth:`tick` rolls pieces old enough while the connection is idle; :meth:`close` ends the
+    recording (the last pieces and their sidecars are written).
+    """
+
+    def __init__(self, archive: Archive, folder: str, number: int, perspective: str) -> None:
+        self.archive = archive
+        self.number = number
+        self.name = f"conn-{number:04d}"
+        self._recording = Recording(os.path.join(folder, self.name))
+        self._names = _PERSPECTIVES[perspective]
+        self._directions: Dict[str, _Direction] = {}
+        for direction in ("c2s", "s2c"):
+            sink = FileSink(
+                self._recording,
+                folder,
+                f"{self.name}.{direction}",
+                archive.gzip,
+                archive.decoder_options,
+                archive.opener,
+            )
+            self._directions[direction] = _Direction(self, sink)
+        self.closed = False
+
+    @property
+    def dropped(self) -> Optional[str]:
+        """Why the recording stopped early (``None`` while it records, and after a complete one)."""
+        return self._recording.dropped
+
+    @property
+    def paths(self) -> Dict[str, List[str]]:
+        """The files written so far per direction (``{"c2s": [...], "s2c": [...]}``), in stream order.
+
+        Complete once :meth:`close` returned and the archive was flushed.
+        """
+        return {name: list(d.sink.paths) for name, d in self._directions.items()}
+
+    def c2s(self, data: Any) -> None:
+        """Record bytes the client sent."""
+        self._feed("c2s", data)
+
+    def s2c(self, data: Any) -> None:
+        """Record bytes the server sent."""
+        self._feed("s2c", data)
+
+    def __call__(self, direction: str, data: Any) -> None:
+        """As a wire hook: ``direction`` "in"/"out" in the recorder's perspective (or "c2s"/"s2c")."""
+        self._feed(self._names.get(direction, direction), data)
+
+    def _feed(self, name: str, data: Any) -> None:
+        if self.closed or self._recording.dropped is not None or not data:
+            return
+        try:
+            if type(data) is not bytes:
+                data = bytes(data)  # the writer thread writes it later: a buffer the caller reuses would change
+            self._directions[name].feed(data, self.archive.clock(), time.monotonic())
+        except Exception as exc:  # never into the caller's connection
+            _log.exception("recording of %s: %s bytes failed", self._recording.name, name)
+            self._drop(f"{type(exc).__name__}: {exc}")
+
+    def tick(self) -> None:
+        """Roll the pieces that passed the archive's ``roll_age`` while nothing arrived."""
+        if self.closed or self._recording.dropped is not None:
+            return
+        now = time.monotonic()
+        try:
+            for direction in self._directions.values():
+                direction.tick(now)
+        except Exception as exc:
+            self._drop(f"{type(exc).__name__}: {exc}")
+
+    def _submit(self, sink: FileSink, op: str, arg: Any, nbytes: int = 0) -> None:
+        recording = self._recording
+        if nbytes and recording.pending + nbytes > self.archive.max_pending:
+            self._drop(
+                f"the disk is too slow ({recording.pending} bytes waiting, max_pending {self.archive.max_pending})"
+            )
+            return
+        self.archive.writer.submit(sink, op, arg, nbytes)
+
+    def _drop(self, reason: str) -> None:
+        self._recording.drop(reason)
+        for direction in self._directions.values():
+            self.archive.writer.submit(direction.sink, "abort")
+
+    def close(self) -> None:
+        """End the recording: the last pieces are finished with their sidecars (by the writer thread)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            if self._recording.dropped is None:
+                for direction in self._directions.values():
+                    direction.close()
+        except Exception as exc:
+            self._drop(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.archive._closed(self)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["Archive", "Recorder"]

@@ -1,0 +1,208 @@
+"""The disk side of a recording: one thread per archive does every write, so a slow disk never stalls the
+event loop, and a failing one costs the recording of a connection, never the connection.
+
+The event loop hands each direction's :class:`FileSink` operations (``write``, ``times``, ``finish``,
+``abort``) through :meth:`Writer.submit`; the writer thread runs them in order. What waits is counted
+per recorder (``Recording.pending``): the recorder drops itself when that passes its bound (the disk is
+too slow). An ``OSError`` from the disk (full, gone, read-only) drops the recording of that connection:
+both of its sinks close what they have, and the reason is logged once.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import os
+import threading
+from collections import deque
+from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
+
+from ..archive import INDEX_SUFFIX, MAGIC, make_index, times_path
+
+_log = logging.getLogger("fastframe.capture")
+
+#: ``(checkpoints, frames, error_offset)`` of a finished file: what its ``.ffidx`` says.
+IndexFacts = Tuple[Sequence[Tuple[int, int]], int, Optional[int]]
+Opener = Callable[[str, str], IO[bytes]]
+
+
+class Recording:
+    """What a recorder and its two sinks share across threads: the bytes waiting, and why it stopped."""
+
+    __slots__ = ("name", "pending", "dropped")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.pending = 0  # bytes submitted, not yet written (changed under the writer's lock)
+        self.dropped: Optional[str] = None  # why the recording stopped (None while it runs)
+
+    def drop(self, reason: str) -> None:
+        if self.dropped is None:
+            self.dropped = reason
+            _log.warning("recording of %s dropped: %s (the connection goes on)", self.name, reason)
+
+
+class FileSink:
+    """One direction of one connection: its pieces ``<stem><piece>.stomp[.gz]``, each with its sidecars.
+
+    Used by the writer thread only (after construction).
+    """
+
+    def __init__(
+        self,
+        recording: Recording,
+        folder: str,
+        stem: str,
+        compress: bool,
+        decoder_kwargs: Any,
+        opener: Opener,
+    ) -> None:
+        self.recording = recording
+        self.folder = folder
+        self.stem = stem  # e.g. conn-0003.c2s
+        self.compress = compress
+        self.decoder_kwargs = decoder_kwargs
+        self.opener = opener
+        self.piece = 0
+        self.paths: List[str] = []  # every piece opened, in order
+        self._raw: Optional[IO[bytes]] = None
+        self._out: Any = None  # the piece's writer: the raw file, or a GzipFile over it
+        self._times: Optional[IO[bytes]] = None
+
+    def path(self, piece: int) -> str:
+        """Piece 1 is ``conn-NNNN.c2s.stomp``, then ``conn-NNNN.c2s_0002.stomp`` (names sort in stream order)."""
+        more = "" if piece == 1 else f"_{piece:04d}"
+        return os.path.join(self.folder, f"{self.stem}{more}.stomp{'.gz' if self.compress else ''}")
+
+    def _open(self) -> None:
+        self.piece += 1
+        path = self.path(self.piece)
+        os.makedirs(self.folder, exist_ok=True)
+        self.paths.append(path)
+        self._raw = self.opener(path, "wb")
+        # mtime 0: the bytes depend on the traffic only
+        self._out = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0) if self.compress else self._raw
+        self._times = self.opener(times_path(path), "wb")
+        self._times.write(MAGIC)
+
+    def run(self, op: str, arg: Any) -> None:
+        """One operation, in the writer thread (an OSError drops the recording)."""
+        if op == "write":
+            if self._out is None:
+                self._open()
+            assert self._out is not None
+            self._out.write(arg)
+        elif op == "times":
+            if self._out is None:
+                self._open()
+            assert self._times is not None
+            self._times.write(arg)
+        elif op == "finish":
+            self._finish(arg)
+        elif op == "abort":
+            self.abort()
+
+    def _finish(self, facts: IndexFacts) -> None:
+        """Close the current piece and write its ``.ffidx`` (the next write opens the next piece)."""
+        if self._out is None:
+            return
+        out, raw, times = self._out, self._raw, self._times
+        self._out = self._raw = self._times = None
+        path = self.paths[-1]
+        try:
+            out.flush()
+            if out is not raw:
+                out.close()  # the gzip trailer
+            assert raw is not None and times is not None
+            raw.close()
+            times.close()
+        except BaseException:
+            _close_quietly(out, raw, times)
+            raise
+        checkpoints, frames, error_offset = facts
+        index = make_index(os.path.getsize(path), self.decoder_kwargs, checkpoints, frames, error_offset)
+        with self.opener(path + INDEX_SUFFIX, "wb") as sidecar:
+            sidecar.write(json.dumps(index).encode("utf-8"))
+
+    def abort(self) -> None:
+        """Close what is open, keeping what reached the disk (no index: the piece may end anywhere)."""
+        out, raw, times = self._out, self._raw, self._times
+        self._out = self._raw = self._times = None
+        _close_quietly(out, raw, times)
+
+
+def _close_quietly(*files: Optional[IO[bytes]]) -> None:
+    for file in files:
+        if file is not None:
+            try:
+                file.close()
+            except Exception:  # (a full disk again: what is there stays)
+                pass
+
+
+class Writer:
+    """The archive's writer thread: runs the sinks' operations in order, off the event loop."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._ops: Deque[Tuple[FileSink, str, Any, int]] = deque()
+        self._thread: Optional[threading.Thread] = None
+        self._stopping = False
+        self._submitted = 0  # operations submitted, and run (flush() waits for the second to reach the first)
+        self._done = 0
+
+    def submit(self, sink: FileSink, op: str, arg: Any = None, nbytes: int = 0) -> None:
+        with self._cond:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="fastframe-capture-writer", daemon=True)
+                self._thread.start()
+            sink.recording.pending += nbytes
+            self._submitted += 1
+            self._ops.append((sink, op, arg, nbytes))
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ops and not self._stopping:
+                    self._cond.wait()
+                if not self._ops:
+                    return
+                batch, self._ops = self._ops, deque()
+            written: Dict[Recording, int] = {}
+            for sink, op, arg, nbytes in batch:
+                recording = sink.recording
+                try:
+                    if recording.dropped is None:
+                        sink.run(op, arg)
+                    else:
+                        sink.abort()
+                except OSError as exc:
+                    recording.drop(f"{op} failed: {exc}")
+                    sink.abort()
+                except Exception as exc:  # a bug of ours must not end the thread (other connections record)
+                    _log.exception("capture writer: %s of %s failed", op, sink.stem)
+                    recording.drop(f"{op} failed: {type(exc).__name__}: {exc}")
+                    sink.abort()
+                written[recording] = written.get(recording, 0) + nbytes
+            with self._cond:
+                for recording, nbytes in written.items():
+                    recording.pending -= nbytes
+                self._done += len(batch)
+                self._cond.notify_all()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every operation submitted so far ran (at most ``timeout`` s); True when they did."""
+        with self._cond:
+            target = self._submitted
+            return self._cond.wait_for(lambda: self._done >= target, timeout)
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Run what is queued, then stop the thread (waiting at most ``timeout`` s)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)

@@ -1,0 +1,258 @@
+"""Broker options of the ``stomp`` source and sink: names, defaults, parsing and checking.
+
+The ``stomp`` format talks to a broker when its options name one (``host`` or
+``servers``) and reads or writes files otherwise (:mod:`._options`). Names are
+matched as the file options are (case, ``_`` and ``-`` ignored). Every wait
+has a deadline option, and an error names the option to fix.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
+
+from ._options import _convert, _key, _match, _parse_int
+
+CONSUME_MODES = ("ack", "stream")
+
+# name: (kind, default); kinds as in _options._convert, plus "seconds"
+_CONNECTION_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "host": ("str", None),
+    "port": ("int", 61613),
+    "servers": ("str", None),  # "host:port,host:port", tried in order
+    "login": ("str", None),
+    "passcode": ("str", None),
+    "vhost": ("str", "/"),  # CONNECT's host header: RabbitMQ's virtual host (others ignore it)
+    "version": ("version", "1.2"),
+    "connectTimeout": ("seconds", 10.0),
+    "timeout": ("seconds", 30.0),  # every other wait: a receipt, the next message of a planned range
+}
+
+_SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "destination": ("str", None),
+    "destinations": ("str", None),
+    "consume": ("str", "ack"),
+    "startingOffsets": ("str", "earliest"),
+    "maxMessagesPerTrigger": ("int", 0),
+    "maxBytesPerTrigger": ("size", 0),
+    "prefetch": ("int", 0),  # 0: chosen from maxMessagesPerTrigger
+    "pollTimeout": ("seconds", 0.2),  # how long a trigger waits for a first message (ack) or for the end (stream)
+    "maxRecordsPerBatch": ("int", 10_000),
+}
+
+_SINK_OPTIONS: Dict[str, Tuple[str, Any]] = {
+    "destination": ("str", None),
+    "maxInFlight": ("int", 1000),  # SENDs whose receipt is awaited at once
+    "contentType": ("str", None),
+    "persistent": ("bool", None),
+}
+
+
+def is_broker(options: Mapping[str, Any]) -> bool:
+    """Whether options name a broker (``host`` or ``servers``): then the source and sink talk to it."""
+    return any(_key(name) in ("host", "servers") for name in options)
+
+
+def _seconds(value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"not a number of seconds: {value!r}") from None
+    if not seconds > 0 or seconds > 86_400:
+        raise ValueError(f"must be more than 0 and at most 86400 seconds, not {value!r}")
+    return seconds
+
+
+def _values(options: Mapping[str, Any], known: Dict[str, Tuple[str, Any]], what: str) -> Dict[str, Any]:
+    given = _match(options, {**known, "path": ("str", None), "paths": ("str", None)}, what)
+    given.pop("path", None)
+    given.pop("paths", None)
+    values: Dict[str, Any] = {}
+    for name, (kind, default) in known.items():
+        if name not in given:
+            values[name] = default
+            continue
+        try:
+            values[name] = _seconds(given[name]) if kind == "seconds" else _convert(kind, given[name])
+        except ValueError as exc:
+            raise ValueError(f"option {name}: {exc}") from None
+    return values
+
+
+class Connection(NamedTuple):
+    """Where and how to connect (picklable: it travels to the executors)."""
+
+    servers: Tuple[Tuple[str, int], ...]
+    login: Optional[str]
+    passcode: Optional[str]
+    vhost: Optional[str]
+    version: str
+    connect_timeout: float
+    timeout: float
+
+    def describe(self) -> str:
+        return ", ".join(f"{host}:{port}" for host, port in self.servers)
+
+
+def _connection(values: Dict[str, Any]) -> Connection:
+    servers: List[Tuple[str, int]] = []
+    if values["host"]:
+        servers.append((values["host"], values["port"]))
+    for item in (values["servers"] or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, port = item.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"option servers: {item!r} is not host:port")
+        try:
+            servers.append((host.strip("[]"), _parse_int(port)))
+        except ValueError:
+            raise ValueError(f"option servers: {item!r} is not host:port") from None
+    if not servers:
+        raise ValueError("no broker given: set option host (and port), or servers")
+    for _, port in servers:
+        if not 0 < port < 65536:
+            raise ValueError(f"option port: {port} is not a TCP port")
+    return Connection(
+        servers=tuple(servers),
+        login=values["login"],
+        passcode=values["passcode"],
+        vhost=values["vhost"],
+        version=values["version"],
+        connect_timeout=values["connectTimeout"],
+        timeout=values["timeout"],
+    )
+
+
+StartingOffsets = Union[str, int, Dict[str, int]]  # "earliest" | "latest" | N | {destination: N} | "timestamp=T"
+
+
+class SourceOptions(NamedTuple):
+    """Checked source options."""
+
+    connection: Connection
+    destinations: Tuple[str, ...]
+    consume: str
+    starting: Any  # StartingOffsets
+    max_messages: int  # 0: no limit
+    max_bytes: int  # 0: no limit
+    prefetch: int
+    poll_timeout: float
+    max_records_per_batch: int
+
+
+def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
+    text = text.strip()
+    lowered = text.lower()
+    if lowered in ("earliest", "latest"):
+        return lowered
+    if lowered.startswith("timestamp="):
+        stamp = text.partition("=")[2].strip()
+        try:
+            return f"timestamp={_parse_int(stamp)}"
+        except ValueError:
+            raise ValueError(f"option startingOffsets: {text!r}: timestamp=T takes seconds since 1970") from None
+    if text.startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"option startingOffsets: not JSON: {exc}") from None
+        if not isinstance(parsed, dict) or set(parsed) != set(destinations):
+            raise ValueError("option startingOffsets: a JSON object must give an offset for each destination")
+        out = {}
+        for name, value in parsed.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"option startingOffsets: {name}: {value!r} is not an offset")
+            out[name] = value
+        return out
+    try:
+        offset = _parse_int(text.partition("offset=")[2] if lowered.startswith("offset=") else text)
+    except ValueError:
+        raise ValueError(
+            f"option startingOffsets: {text!r} is not earliest, latest, an offset N, timestamp=T "
+            "or a JSON object {destination: offset}"
+        ) from None
+    if offset < 0:
+        raise ValueError(f"option startingOffsets: {offset} is negative")
+    return offset
+
+
+def source_options(options: Mapping[str, Any]) -> SourceOptions:
+    """Check the options of ``spark.readStream.format("stomp")`` with a broker."""
+    values = _values(options, {**_CONNECTION_OPTIONS, **_SOURCE_OPTIONS}, "broker source")
+    connection = _connection(values)
+    names = ",".join(filter(None, [values["destination"], values["destinations"]]))
+    destinations = tuple(dict.fromkeys(d.strip() for d in names.split(",") if d.strip()))
+    if not destinations:
+        raise ValueError("no destination given: set option destination (one, or several separated by commas)")
+    consume = values["consume"].strip().lower()
+    if consume not in CONSUME_MODES:
+        raise ValueError(f"option consume: {values['consume']!r} is not ack or stream")
+    for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "prefetch"):
+        if values[name] < 0:
+            raise ValueError(f"option {name} must not be negative, not {values[name]}")
+    if values["maxRecordsPerBatch"] < 1:
+        raise ValueError(f"option maxRecordsPerBatch must be at least 1, not {values['maxRecordsPerBatch']}")
+    if consume == "stream":
+        for dest in destinations:
+            if stream_queue(dest) is None:
+                raise ValueError(
+                    f"option destination: {dest!r}: consume=stream reads RabbitMQ stream queues, "
+                    "named /queue/NAME or /amq/queue/NAME"
+                )
+    prefetch = values["prefetch"] or max(1000, min(2 * values["maxMessagesPerTrigger"], 65_535))
+    return SourceOptions(
+        connection=connection,
+        destinations=destinations,
+        consume=consume,
+        starting=_starting(values["startingOffsets"], destinations),
+        max_messages=values["maxMessagesPerTrigger"],
+        max_bytes=values["maxBytesPerTrigger"],
+        prefetch=prefetch,
+        poll_timeout=values["pollTimeout"],
+        max_records_per_batch=values["maxRecordsPerBatch"],
+    )
+
+
+def stream_queue(destination: str) -> Optional[str]:
+    """The queue name of ``/queue/NAME`` or ``/amq/queue/NAME``; None for other destinations."""
+    for prefix in ("/amq/queue/", "/queue/"):
+        if destination.startswith(prefix) and len(destination) > len(prefix):
+            return destination[len(prefix) :]
+    return None
+
+
+class SinkOptions(NamedTuple):
+    """Checked sink options."""
+
+    connection: Connection
+    destination: Optional[str]  # None: every row names its own (a destination column)
+    max_in_flight: int
+    content_type: Optional[str]
+    persistent: Optional[bool]
+
+
+def sink_options(options: Mapping[str, Any], columns: List[str]) -> SinkOptions:
+    """Check the options of ``df.write(Stream).format("stomp")`` with a broker, against the DataFrame's columns."""
+    values = _values(options, {**_CONNECTION_OPTIONS, **_SINK_OPTIONS}, "broker sink")
+    connection = _connection(values)
+    if "body" not in columns:
+        raise ValueError(f"writing to a broker needs a 'body' column (the DataFrame has {', '.join(columns)})")
+    if not values["destination"] and "destination" not in columns:
+        raise ValueError("no destination: set option destination, or give the DataFrame a destination column")
+    if values["maxInFlight"] < 1:
+        raise ValueError(f"option maxInFlight must be at least 1, not {values['maxInFlight']}")
+    return SinkOptions(
+        connection=connection,
+        destination=values["destination"],
+        max_in_flight=values["maxInFlight"],
+        content_type=values["contentType"],
+        persistent=values["persistent"],
+    )
+
+
+def option_names(kind: str) -> List[str]:
+    """The broker options of the source (``"source"``) or the sink (``"sink"``)."""
+    extra = _SOURCE_OPTIONS if kind == "source" else _SINK_OPTIONS
+    return sorted(set(_CONNECTION_OPTIONS) | set(extra))

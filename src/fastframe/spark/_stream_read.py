@@ -1,0 +1,297 @@
+"""Reading a broker: RabbitMQ stream queues by offset, and any queue with acknowledgements.
+
+Runs without Spark (the source in :mod:`._stream_source` and the tests call it).
+
+``consume=stream``: a stream queue keeps its messages, numbered 0, 1, 2, ...
+(``x-stream-offset``), and a SUBSCRIBE with ``x-stream-offset`` replays from
+any point. The driver finds where a stream ends (:func:`find_end`: the first
+message of its last chunk, then what follows it), and a task reads exactly the
+offsets ``[start, end)`` of a batch (:func:`read_range`), however often Spark
+replays it.
+
+``consume=ack``: a queue forgets a message once it is acknowledged, and an
+acknowledgement must go on the connection that received it. So one
+connection on the driver receives (:class:`QueueConsumer`), the batches carry
+the messages to the tasks, and they are acknowledged once Spark commits the
+batch that holds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import fastframe
+import fastframe.aio as aio
+
+from ._stream_client import BrokerConnection, BrokerError, server_reason
+from ._stream_options import SourceOptions, stream_queue
+from ._stream_schema import messages_to_batch, stream_arrow_schema
+
+#: How long the end of a stream's last chunk may keep the next message waiting.
+CHUNK_GAP = 0.05
+
+
+def _subscribe_error(exc: aio.ServerError, destination: str, consume: str) -> BrokerError:
+    reason = server_reason(exc)
+    if "not_found" in reason or "NOT_FOUND" in reason:
+        return BrokerError(
+            f"destination {destination!r} does not exist on the broker ({reason}); check option destination "
+            "(a stream queue must be declared before it is read: SUBSCRIBE to /queue/NAME with "
+            "x-queue-type:stream, durable:true, auto-delete:false)"
+        )
+    if "x-stream-offset" in reason or "rabbit_classic_queue" in reason or "quorum" in reason:
+        return BrokerError(f"destination {destination!r} is not a stream queue ({reason}): read it with consume=ack")
+    if "x-queue-type" in reason and "stream" in reason:
+        return BrokerError(f"destination {destination!r} is a stream queue ({reason}): read it with consume=stream")
+    return BrokerError(f"subscribing to {destination!r} failed: {reason} (check option destination)")
+
+
+def check_rabbitmq(broker: BrokerConnection) -> None:
+    server = broker.server
+    if not server.lower().startswith("rabbitmq"):
+        raise BrokerError(
+            f"consume=stream reads RabbitMQ stream queues, but the broker at {broker.connection.describe()} is "
+            f"{server or 'another broker'}: use consume=ack"
+        )
+
+
+def _offset(message: Any, destination: str) -> int:
+    value = message.get("x-stream-offset")
+    if value is None:
+        raise BrokerError(
+            f"a message from {destination!r} has no x-stream-offset header: it is not a RabbitMQ stream queue "
+            "(read it with consume=ack)"
+        )
+    return int(value)
+
+
+async def _stream_subscription(client: Any, destination: str, spec: str, prefetch: int, timeout: float) -> Any:
+    queue = stream_queue(destination)
+    try:
+        return await client.subscribe(
+            f"/amq/queue/{queue}",
+            ack="client",
+            headers={"x-stream-offset": spec, "prefetch-count": str(prefetch)},
+            max_queue=prefetch + 1,
+            timeout=timeout,
+        )
+    except aio.ServerError as exc:
+        raise _subscribe_error(exc, destination, "stream") from None
+
+
+async def _close(sub: Any, timeout: float) -> None:
+    try:
+        await sub.unsubscribe(timeout=timeout)
+    except (aio.ConnectionClosedError, asyncio.TimeoutError):
+        pass
+
+
+# --------------------------------------------------------------------------- consume=stream, on the driver
+
+
+async def _find_end(broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions) -> int:
+    timeout = opts.connection.timeout
+    sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, timeout)
+    try:
+        try:
+            first = await sub.get(timeout=opts.poll_timeout)
+        except asyncio.TimeoutError:
+            return start  # an empty stream (or nothing within pollTimeout)
+        end = _offset(first, destination) + 1
+        unacked = 1
+        # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit)
+        while not (limit and end >= start + limit):
+            try:
+                message = await sub.get(timeout=CHUNK_GAP)
+            except asyncio.TimeoutError:
+                break
+            end = max(end, _offset(message, destination) + 1)
+            unacked += 1
+            if unacked >= opts.prefetch // 2:
+                await message.ack()
+                unacked = 0
+    finally:
+        await _close(sub, timeout)
+    end = max(end, start)
+    return min(end, start + limit) if limit else end
+
+
+def find_end(broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions) -> int:
+    """An offset ``end >= start`` such that every offset in ``[start, end)`` exists (at most ``start + limit``).
+
+    The first message of the stream's last chunk proves every offset below it;
+    the messages after it arrive back to back and prove the rest. So the
+    driver reads at most the last chunk, never the backlog.
+    """
+    wait = opts.poll_timeout + opts.connection.timeout * 2
+    return broker.run(_find_end(broker, destination, start, limit, opts), wait, f"finding the end of {destination}")
+
+
+async def _first_offset(broker: BrokerConnection, destination: str, spec: str, opts: SourceOptions) -> Optional[int]:
+    sub = await _stream_subscription(broker.client, destination, spec, 1, opts.connection.timeout)
+    try:
+        first = await sub.get(timeout=max(opts.poll_timeout, 1.0))
+        return _offset(first, destination)
+    except asyncio.TimeoutError:
+        return None
+    finally:
+        await _close(sub, opts.connection.timeout)
+
+
+def starting_offsets(broker: BrokerConnection, opts: SourceOptions) -> Dict[str, int]:
+    """``startingOffsets`` resolved to an offset per destination."""
+    out: Dict[str, int] = {}
+    for dest in opts.destinations:
+        starting = opts.starting
+        if isinstance(starting, dict):
+            out[dest] = starting[dest]
+        elif isinstance(starting, int):
+            out[dest] = starting
+        elif starting == "earliest":
+            out[dest] = 0  # a stream truncated by retention starts later: a read from 0 begins at its first offset
+        elif starting == "latest":
+            out[dest] = find_end(broker, dest, 0, 0, opts)
+        else:  # timestamp=T: the first message at or after T, else the end
+            work = _first_offset(broker, dest, starting, opts)
+            first = broker.run(work, opts.connection.timeout * 2 + 1, f"finding {starting} in {dest}")
+            out[dest] = first if first is not None else find_end(broker, dest, 0, 0, opts)
+    return out
+
+
+# --------------------------------------------------------------------------- consume=stream, in a task
+
+
+def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> Iterator[Any]:
+    """Arrow batches of the messages at offsets ``[start, end)`` of one stream queue (a task's read).
+
+    The offsets were proven to exist when the batch was planned, so each must
+    arrive within ``timeout``; a stream truncated by retention since then
+    starts later (the rows say which offsets were read).
+    """
+    if end <= start:
+        return
+    schema = stream_arrow_schema()
+    codec = fastframe.IMPLEMENTATION
+    rows = opts.max_records_per_batch
+    prefetch = max(1, min(opts.prefetch, 65_535))
+    timeout = opts.connection.timeout
+    with BrokerConnection(opts.connection, max_queue=prefetch + 1) as broker:
+        check_rabbitmq(broker)
+        sub = broker.run(
+            _stream_subscription(broker.client, destination, f"offset={start}", prefetch, timeout),
+            timeout + 1,
+            f"subscribing to {destination}",
+        )
+        state = {"next": start, "unacked": 0}
+
+        async def take() -> Tuple[List[Any], List[int]]:
+            messages: List[Any] = []
+            offsets: List[int] = []
+            while len(messages) < rows and state["next"] < end:
+                message = await sub.get()
+                offset = _offset(message, destination)
+                state["unacked"] += 1
+                if state["unacked"] >= prefetch // 2 or offset >= end - 1:
+                    await message.ack()  # (ack=client: this one and every one before it) more credit
+                    state["unacked"] = 0
+                if offset < state["next"]:
+                    continue  # the chunk of the first offset starts before it
+                if offset >= end:
+                    state["next"] = end
+                    break
+                messages.append(message)
+                offsets.append(offset)
+                state["next"] = offset + 1
+            return messages, offsets
+
+        while state["next"] < end:
+            what = f"reading offset {state['next']} of {destination} (the batch ends at {end})"
+            messages, offsets = broker.run(take(), timeout, what)
+            if messages:
+                yield messages_to_batch(destination, messages, offsets, codec, schema)
+        broker.run(_close(sub, timeout), timeout + 1, f"unsubscribing from {destination}")
+
+
+# --------------------------------------------------------------------------- consume=ack, on the driver
+
+
+class QueueConsumer:
+    """The driver's one connection for ``consume=ack``: it receives, holds and acknowledges messages.
+
+    Every destination is subscribed with ``ack:client-individual`` and a
+    prefetch (``prefetch-count`` for RabbitMQ, ``activemq.prefetchSize`` for
+    ActiveMQ), which bounds what the broker sends before acknowledgements.
+    """
+
+    def __init__(self, opts: SourceOptions) -> None:
+        self.opts = opts
+        self.broker = BrokerConnection(opts.connection, max_queue=opts.prefetch + 1)
+        self.subscriptions: Dict[str, Any] = {}
+        try:
+            for dest in opts.destinations:
+                self.subscriptions[dest] = self.broker.run(self._subscribe(dest), opts.connection.timeout + 1, "")
+        except BaseException:
+            self.broker.abort()
+            raise
+
+    async def _subscribe(self, destination: str) -> Any:
+        prefetch = str(self.opts.prefetch)
+        try:
+            return await self.broker.client.subscribe(
+                destination,
+                ack="client-individual",
+                headers={"prefetch-count": prefetch, "activemq.prefetchSize": prefetch},
+                max_queue=self.opts.prefetch + 1,
+                timeout=self.opts.connection.timeout,
+            )
+        except aio.ServerError as exc:
+            raise _subscribe_error(exc, destination, "ack") from None
+
+    async def _poll(self, max_messages: int, max_bytes: int) -> Dict[str, List[Any]]:
+        subs = self.subscriptions
+        deadline = time.monotonic() + self.opts.poll_timeout
+        while not any(len(sub) for sub in subs.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # the loop reads the sockets meanwhile
+        await asyncio.sleep(0)
+        out: Dict[str, List[Any]] = {dest: [] for dest in subs}
+        count = size = 0
+        progress = True
+        while progress:
+            progress = False
+            for dest, sub in subs.items():  # round robin, so no destination starves the others
+                if not len(sub) or (max_messages and count >= max_messages) or (max_bytes and size >= max_bytes):
+                    continue
+                message = await sub.get()
+                if message.get("x-stream-offset") is not None:
+                    raise BrokerError(f"destination {dest!r} is a stream queue: read it with consume=stream")
+                out[dest].append(message)
+                count += 1
+                size += len(message.body)
+                progress = True
+        return out
+
+    def poll(self, max_messages: int, max_bytes: int) -> Dict[str, List[Any]]:
+        """What arrived, by destination, up to the limits (0: none); waits at most ``pollTimeout`` for a first one."""
+        wait = self.opts.poll_timeout + self.opts.connection.timeout
+        return self.broker.run(self._poll(max_messages, max_bytes), wait, "receiving")
+
+    async def _ack(self, messages: List[Any]) -> int:
+        stale = 0
+        for i, message in enumerate(messages):
+            try:
+                await message.ack(receipt=i == len(messages) - 1, timeout=self.opts.connection.timeout)
+            except aio.StaleMessageError:
+                stale += 1  # received on a connection that is gone: the broker redelivers it
+        return stale
+
+    def ack(self, messages: List[Any]) -> int:
+        """Acknowledge ``messages`` (a receipt confirms the last, so all); returns how many could not be."""
+        if not messages:
+            return 0
+        return self.broker.run(self._ack(messages), self.opts.connection.timeout + 1, "acknowledging")
+
+    def close(self) -> None:
+        """Close without DISCONNECT's wait: what was not acknowledged goes back to the queue."""
+        self.broker.abort()

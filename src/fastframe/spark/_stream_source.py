@@ -1,0 +1,305 @@
+"""The ``stomp`` format on a broker: Structured Streaming readers and the writers (PySpark 4.2+ API).
+
+:class:`StreamQueueReader` (``consume=stream``): offsets ``{destination: next
+offset}`` in the checkpoint; the driver plans ``[start, end)`` per
+destination under the trigger's limit and one task per destination reads it
+(see :func:`._stream_read.read_range`). A batch replayed after a failure reads
+the same messages: with a checkpointed file sink, every message lands once.
+
+:class:`AckQueueReader` (``consume=ack``): one connection on the driver
+receives; a batch carries its messages to the tasks; Spark's ``commit(end)``
+of the batch acknowledges them. Spark commits a batch to its source only when
+it plans the next one, so after a batch with messages the reader asks for one
+more, empty batch (its offset's ``tick`` moves): that commits the last
+messages while the query idles. A query stopped or killed before that
+acknowledges nothing more: the broker redelivers (at-least-once).
+
+Driver-side objects connect on first use (Spark also builds a reader just to
+plan, and pickles it to the tasks).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+
+from ._stream_options import SinkOptions, SourceOptions, sink_options, source_options
+
+
+def _limits(limit: ReadLimit, opts: SourceOptions) -> Tuple[int, int]:
+    """(messages, bytes) a trigger may take; 0 is no limit. ``ReadAllAvailable`` lifts the options' limits."""
+    if isinstance(limit, ReadAllAvailable):
+        return 0, 0
+    if isinstance(limit, ReadMaxRows):
+        return limit.max_rows, opts.max_bytes
+    if isinstance(limit, ReadMaxBytes):
+        return opts.max_messages, limit.max_bytes
+    return opts.max_messages, opts.max_bytes
+
+
+def _default_limit(opts: SourceOptions) -> ReadLimit:
+    if opts.max_messages:
+        return ReadMaxRows(opts.max_messages)
+    if opts.max_bytes:
+        return ReadMaxBytes(opts.max_bytes)
+    return ReadAllAvailable()
+
+
+class RangePartition(InputPartition):
+    """Offsets ``[start, end)`` of one stream queue."""
+
+    def __init__(self, destination: str, start: int, end: int) -> None:
+        self.destination = destination
+        self.start = start
+        self.end = end
+
+
+class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: Any) -> None:
+        self.opts = source_options(options)
+        if self.opts.max_bytes:
+            raise ValueError(
+                "option maxBytesPerTrigger applies to consume=ack: a stream's message sizes are known only once "
+                "read; use maxMessagesPerTrigger"
+            )
+        self._broker: Any = None
+        self._target: Optional[Dict[str, int]] = None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"opts": self.opts, "_broker": None, "_target": None}
+
+    def _connection(self) -> Any:
+        from ._stream_client import BrokerConnection
+        from ._stream_read import check_rabbitmq
+
+        if self._broker is not None and not self._broker.client.is_connected:
+            self._broker.abort()
+            self._broker = None
+        if self._broker is None:
+            self._broker = BrokerConnection(self.opts.connection, max_queue=self.opts.prefetch + 1)
+            check_rabbitmq(self._broker)
+        return self._broker
+
+    def initialOffset(self) -> Dict[str, int]:
+        from ._stream_read import starting_offsets
+
+        return starting_offsets(self._connection(), self.opts)
+
+    def _ends(self, start: Dict[str, int], max_messages: int) -> Dict[str, int]:
+        from ._stream_read import find_end, starting_offsets
+
+        missing = [d for d in self.opts.destinations if d not in start]
+        if missing:  # a destination added to the options since the checkpoint began
+            start = {**starting_offsets(self._connection(), self.opts._replace(destinations=tuple(missing))), **start}
+        ends = {}
+        for dest in self.opts.destinations:
+            ends[dest] = find_end(self._connection(), dest, start[dest], max_messages, self.opts)
+            if self._target is not None:
+                ends[dest] = min(ends[dest], max(start[dest], self._target.get(dest, start[dest])))
+        total = sum(ends[d] - start[d] for d in ends)
+        if max_messages and total > max_messages:  # share the limit in proportion to each backlog
+            left = max_messages
+            for dest in ends:
+                share = min(left, (ends[dest] - start[dest]) * max_messages // total)
+                ends[dest], left = start[dest] + share, left - share
+            first = next(d for d in ends if ends[d] < start[d] + max_messages)
+            ends[first] += left
+        return {**start, **ends}
+
+    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
+        return self._ends(start, _limits(limit, self.opts)[0])
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return _default_limit(self.opts)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        from ._stream_read import find_end
+
+        self._target = {dest: find_end(self._connection(), dest, 0, 0, self.opts) for dest in self.opts.destinations}
+
+    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
+        return [
+            RangePartition(dest, start.get(dest, end[dest]), end[dest])
+            for dest in self.opts.destinations
+            if dest in end and end[dest] > start.get(dest, end[dest])
+        ]
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        from ._stream_read import read_range
+
+        yield from read_range(self.opts, partition.destination, partition.start, partition.end)
+
+    def stop(self) -> None:
+        if self._broker is not None:
+            self._broker.close()
+            self._broker = None
+
+
+class HeldPartition(InputPartition):
+    """Messages the driver received for one destination, as Arrow IPC bytes."""
+
+    def __init__(self, destination: str, data: bytes) -> None:
+        self.destination = destination
+        self.data = data
+
+
+class _Held:
+    """A planned ``consume=ack`` batch: its offsets, its rows, the messages to acknowledge."""
+
+    def __init__(self, start: Dict[str, int], end: Dict[str, int], rows: List[Any], messages: List[Any]) -> None:
+        self.start, self.end, self.rows, self.messages = start, end, rows, messages
+
+
+def _position(offset: Dict[str, int]) -> Tuple[int, int]:
+    return offset["received"], offset["tick"]
+
+
+class AckQueueReader(DataSourceStreamReader):
+    def __init__(self, options: Any) -> None:
+        self.opts = source_options(options)
+        self._consumer: Any = None
+        self._held: List[_Held] = []
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"opts": self.opts, "_consumer": None, "_held": []}
+
+    def _receiver(self) -> Any:
+        if self._consumer is None:
+            from ._stream_read import QueueConsumer
+
+            self._consumer = QueueConsumer(self.opts)
+        return self._consumer
+
+    def initialOffset(self) -> Dict[str, int]:
+        self._receiver()  # fail now when the broker or a destination is wrong
+        return {"received": 0, "tick": 0}
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return _default_limit(self.opts)
+
+    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
+        import fastframe
+
+        from ._stream_schema import batch_to_bytes, messages_to_batch
+
+        for held in self._held:
+            if held.start == start:
+                return held.end  # asked again for the same batch
+        max_messages, max_bytes = _limits(limit, self.opts)
+        received = self._receiver().poll(max_messages, max_bytes)
+        count = sum(len(messages) for messages in received.values())
+        if count:
+            end = {"received": start["received"] + count, "tick": start["tick"]}
+            rows = [
+                HeldPartition(dest, batch_to_bytes(messages_to_batch(dest, messages, None, fastframe.IMPLEMENTATION)))
+                for dest, messages in received.items()
+                if messages
+            ]
+            self._held.append(_Held(start, end, rows, [m for messages in received.values() for m in messages]))
+            return end
+        if any(held.messages and _position(held.end) <= _position(start) for held in self._held):
+            # an empty batch, so that Spark commits the one before (and its messages are acknowledged)
+            end = {"received": start["received"], "tick": start["tick"] + 1}
+            self._held.append(_Held(start, end, [], []))
+            return end
+        return start
+
+    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
+        for held in self._held:
+            if held.start == start and held.end == end:
+                return held.rows
+        # a batch planned by an earlier run of the query: its messages were never acknowledged, so the
+        # broker has redelivered them into later batches
+        return []
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        from ._stream_schema import bytes_to_batches
+
+        yield from bytes_to_batches(partition.data)
+
+    def commit(self, end: Dict[str, int]) -> None:
+        done = [held for held in self._held if _position(held.end) <= _position(end)]
+        self._held = [held for held in self._held if _position(held.end) > _position(end)]
+        messages = [m for held in done for m in held.messages]
+        if messages:
+            stale = self._receiver().ack(messages)
+            if stale:
+                print(
+                    f"fastframe.spark: {stale} committed messages were received on a connection that has ended; "
+                    "the broker redelivers them",
+                    file=sys.stderr,
+                )
+
+    def stop(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
+def stream_reader(options: Any) -> DataSourceStreamReader:
+    """The reader ``consume`` asks for."""
+    opts = source_options(options)
+    return StreamQueueReader(options) if opts.consume == "stream" else AckQueueReader(options)
+
+
+# --------------------------------------------------------------------------- the sink
+
+
+class SentMessage(WriterCommitMessage):
+    def __init__(self, messages: int, size: int) -> None:
+        self.messages = messages
+        self.size = size
+
+
+def _send(opts: SinkOptions, iterator: Iterator[Any]) -> SentMessage:
+    from ._stream_write import send_batches
+
+    totals = send_batches(opts, iterator)
+    return SentMessage(totals["messages"], totals["bytes"])
+
+
+class BrokerStreamWriter(DataSourceStreamArrowWriter):
+    """``df.writeStream.format("stomp")`` with a broker: every SEND confirmed before the task's commit message."""
+
+    def __init__(self, options: Any, schema: Any) -> None:
+        self.opts = sink_options(options, schema.fieldNames())
+
+    def write(self, iterator: Iterator[Any]) -> SentMessage:
+        return _send(self.opts, iterator)
+
+    def commit(self, messages: List[Any], batchId: int) -> None:
+        pass  # the broker has every message already (the tasks waited for the receipts)
+
+    def abort(self, messages: List[Any], batchId: int) -> None:
+        pass  # what failed tasks sent stays sent; Spark runs the batch again (at-least-once)
+
+
+class BrokerBatchWriter(DataSourceArrowWriter):
+    """``df.write.format("stomp")`` with a broker."""
+
+    def __init__(self, options: Any, schema: Any) -> None:
+        self.opts = sink_options(options, schema.fieldNames())
+
+    def write(self, iterator: Iterator[Any]) -> SentMessage:
+        return _send(self.opts, iterator)
+
+    def commit(self, messages: List[Any]) -> None:
+        pass
+
+    def abort(self, messages: List[Any]) -> None:
+        pass

@@ -1,0 +1,126 @@
+"""What the broker source and sink say when something is wrong: one error naming the option to fix, in
+bounded time (broker down, login refused, destination missing, a stream read as a queue and the reverse,
+a range that cannot be read within ``timeout``), and the same text in a failed Spark query."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Dict
+
+import pytest
+
+from fastframe.spark._stream_client import BrokerError
+from fastframe.spark._stream_options import sink_options, source_options
+from fastframe.spark._stream_read import read_range
+from fastframe.spark._stream_source import AckQueueReader, StreamQueueReader, stream_reader
+
+from .stream_helpers import BROKERS, RABBIT, declare_stream, new_queue, publish_queue, require_broker
+from .stream_helpers import source_options as live_options
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])  # nothing listens there once the socket is closed
+
+
+def _fails(reader: Any, *words: str, within: float = 15.0) -> str:
+    started = time.monotonic()
+    with pytest.raises(BrokerError) as caught:
+        try:
+            reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit())
+        finally:
+            reader.stop()
+    assert time.monotonic() - started < within
+    message = str(caught.value)
+    for word in words:
+        assert word in message, message
+    return message
+
+
+@pytest.mark.parametrize("consume", ["stream", "ack"])
+def test_broker_down_names_host_and_port(consume: str) -> None:
+    options = {"host": "127.0.0.1", "port": str(_closed_port()), "destination": "/queue/x", "consume": consume}
+    _fails(stream_reader(options), "cannot connect", "options host and port")
+
+
+def test_login_refused_names_login_and_passcode() -> None:
+    require_broker(RABBIT)
+    options = live_options("rabbitmq", "/queue/x", consume="stream", passcode="wrong")
+    _fails(StreamQueueReader(options), "refused the connection", "login, passcode")
+
+
+def test_missing_stream_names_destination() -> None:
+    require_broker(RABBIT)
+    options = live_options("rabbitmq", f"/queue/{new_queue('missing')}", consume="stream")
+    _fails(StreamQueueReader(options), "does not exist", "option destination")
+
+
+def test_stream_read_as_queue_and_queue_read_as_stream() -> None:
+    require_broker(RABBIT)
+    stream = new_queue("is-stream")
+    declare_stream(stream)
+    _fails(AckQueueReader(live_options("rabbitmq", f"/queue/{stream}")), "is a stream queue", "consume=stream")
+    classic = f"/queue/{new_queue('is-classic')}"
+    publish_queue("rabbitmq", classic, range(1))
+    _fails(StreamQueueReader(live_options("rabbitmq", classic, consume="stream")), "not a stream queue", "consume=ack")
+
+
+def test_stream_mode_on_activemq_says_use_ack() -> None:
+    require_broker(BROKERS["activemq"])
+    options = live_options("activemq", "/queue/x", consume="stream")
+    _fails(StreamQueueReader(options), "RabbitMQ stream queues", "consume=ack")
+
+
+def test_a_range_that_never_arrives_ends_at_the_timeout_option() -> None:
+    require_broker(RABBIT)
+    stream = new_queue("empty")
+    declare_stream(stream)
+    opts = source_options(live_options("rabbitmq", f"/queue/{stream}", consume="stream", timeout=1))
+    started = time.monotonic()
+    with pytest.raises(BrokerError, match="option timeout"):
+        list(read_range(opts, f"/queue/{stream}", 0, 10))
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        ({"host": "h", "destination": "/queue/a", "consume": "sometimes"}, "option consume"),
+        ({"host": "h"}, "option destination"),
+        ({"host": "h", "destination": "/queue/a", "bogus": "1"}, "unknown broker source option 'bogus'"),
+        ({"host": "h", "destination": "/topic/a", "consume": "stream"}, "option destination"),
+        ({"host": "h", "destination": "/queue/a", "timeout": "0"}, "option timeout"),
+        ({"host": "h", "destination": "/queue/a", "startingOffsets": "soon"}, "option startingOffsets"),
+        ({"host": "h", "port": "99999", "destination": "/queue/a"}, "option port"),
+    ],
+)
+def test_bad_source_options(options: Dict[str, str], words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        source_options(options)
+
+
+def test_bad_sink_options() -> None:
+    with pytest.raises(ValueError, match="'body' column"):
+        sink_options({"host": "h", "destination": "/queue/a"}, ["value"])
+    with pytest.raises(ValueError, match="option destination"):
+        sink_options({"host": "h"}, ["body"])
+    assert sink_options({"host": "h"}, ["body", "destination"]).destination is None
+
+
+def test_a_failed_query_shows_the_reason(spark: Any, tmp_path: Any) -> None:
+    require_broker(RABBIT)
+    options = live_options("rabbitmq", f"/queue/{new_queue('missing')}", consume="stream")
+    reader = spark.readStream.format("stomp")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    query = reader.load().writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ck"))
+    started = query.start(str(tmp_path / "out"))
+    try:
+        with pytest.raises(Exception, match="does not exist on the broker") as caught:
+            started.awaitTermination(60)
+        assert "option destination" in str(caught.value)
+    finally:
+        started.stop()

@@ -1,0 +1,141 @@
+"""The documentation site (docs/) says only true things: its Python examples run, its tables match the code.
+
+Each ```python block of every page runs on its own, in a fresh namespace, as the README's do
+(tests/test_readme.py, which also checks the codec's tables wherever they are). The Spark pages'
+```py blocks run in tests/spark/test_spark_readme.py. The site itself is built by ``make docs``
+(warnings as errors), which .ci/run runs.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any, Dict, List, Tuple
+
+import pytest
+
+from conftest import REPO
+
+DOCS = REPO / "docs"
+PAGES = sorted(path for path in DOCS.rglob("*.md") if "_build" not in path.parts and "_generated" not in path.parts)
+BLOCKS = [
+    (path, index, block)
+    for path in PAGES
+    for index, block in enumerate(re.findall(r"^```python\n(.*?)^```$", path.read_text(encoding="utf-8"), re.M | re.S))
+]
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text(encoding="utf-8")
+
+
+def section(text: str, title: str) -> str:
+    match = re.search(rf"^#+ {re.escape(title)}\n(.*?)(?=^#+ |\Z)", text, re.M | re.S)
+    assert match, f"no section {title!r}"
+    return match.group(1)
+
+
+def table(text: str) -> List[List[str]]:
+    """The first markdown table in ``text``, as rows of cells (header row dropped; no cell holds a "|")."""
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    return [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in rows[1:]]
+
+
+def test_the_site_has_pages_and_examples() -> None:
+    names = {path.relative_to(DOCS).as_posix() for path in PAGES}
+    assert {"index.md", "getting-started.md", "guides/codec.md", "guides/client.md", "benchmarks.md"} <= names
+    assert len(BLOCKS) >= 10
+
+
+@pytest.mark.parametrize(
+    "path, index, block", BLOCKS, ids=[f"{p.relative_to(DOCS).as_posix()}:{i + 1}" for p, i, _ in BLOCKS]
+)
+def test_example_runs(path: Path, index: int, block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code = compile(block, f"{path.relative_to(REPO)} python block {index + 1}", "exec")
+    exec(code, {"__name__": "__docs__"})
+
+
+def test_client_options_table_is_connects_signature() -> None:
+    from fastframe import aio
+
+    params = {
+        name: param.default
+        for name, param in inspect.signature(aio.connect).parameters.items()
+        if param.kind is not inspect.Parameter.VAR_KEYWORD
+    }
+    listed: Dict[str, Any] = {}
+    for names_cell, default_cell, _ in table(section(page("guides/client.md"), "Options of `connect()`")):
+        if names_cell == "other keywords":
+            continue
+        names = [name.strip("`") for name in names_cell.split(", ")]
+        defaults = ast.literal_eval(default_cell.replace("`", ""))
+        if len(names) == 1 or not isinstance(defaults, tuple):  # "`None`" for two names: both None
+            defaults = [defaults] * len(names)
+        listed.update(zip(names, defaults))
+    assert listed == params
+
+
+def _server_default(cell: str) -> Any:
+    cell = cell.replace("`", "")
+    if cell.endswith(" MiB"):
+        return int(cell[: -len(" MiB")]) * 1024 * 1024
+    return ast.literal_eval(cell.removesuffix(" s"))
+
+
+def test_server_options_table_is_serves_options() -> None:
+    from fastframe import aio
+
+    defaults: Dict[str, Any] = vars(sys.modules[aio.serve.__module__])["_DEFAULTS"]  # what serve() accepts
+    listed: Dict[str, Any] = {}
+    for names_cell, default_cell, _ in table(section(page("guides/server.md"), "The server under it")):
+        names = [name.strip("`") for name in names_cell.split(", ")]
+        if names in (["decoder_options"], ["ssl"]):  # serve()'s own parameters
+            assert names[0] in inspect.signature(aio.serve).parameters
+            continue
+        # "(10000, 10000), 2.0" for two names; "1 MiB", "10.0 s" for one
+        values = ast.literal_eval(default_cell) if len(names) > 1 else [_server_default(default_cell)]
+        listed.update(zip(names, values))
+    assert listed == defaults
+
+
+def _state_diagram() -> Any:
+    spec = importlib.util.spec_from_file_location("state_diagram", DOCS / "state_diagram.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_state_diagrams_come_from_the_connections() -> None:
+    from fastframe.protocol import State
+
+    diagram = _state_diagram()
+    client: List[Tuple[State, str, State]] = diagram.transitions("client")
+    server: List[Tuple[State, str, State]] = diagram.transitions("server")
+    assert (State.IDLE, "`connect()`", State.CONNECTING) in client
+    assert (State.CONNECTING, "CONNECTED received", State.CONNECTED) in client
+    assert (State.CONNECTED, "`disconnect(receipt=...)`", State.DISCONNECTING) in client
+    assert (State.DISCONNECTING, "RECEIPT for the DISCONNECT received", State.CLOSED) in client
+    assert (State.CONNECTING, "`accept()`", State.CONNECTED) in server
+    assert (State.CONNECTING, "`reject(message)`", State.CLOSED) in server
+    # what a connection refuses is no arrow: a client cannot disconnect before it connected
+    assert not [edge for edge in client if edge[0] is State.IDLE and "disconnect" in edge[1]]
+    assert all(source is not State.CLOSED for source, _, _ in client + server)  # CLOSED is final
+    text = diagram.markdown("client")
+    assert "| `CONNECTED` | `disconnect()` | `CLOSED` |" in text
+
+
+def test_every_page_is_in_a_table_of_contents() -> None:
+    listed = set()
+    for path in PAGES:
+        for block in re.findall(r"^```\{toctree\}\n(.*?)^```$", path.read_text(encoding="utf-8"), re.M | re.S):
+            for line in block.splitlines():
+                if line and not line.startswith(":"):
+                    listed.add((path.parent / line.strip()).relative_to(DOCS).as_posix())
+    pages = {path.relative_to(DOCS).with_suffix("").as_posix() for path in PAGES}
+    assert pages - listed == {"index"}
