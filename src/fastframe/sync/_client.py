@@ -27,7 +27,7 @@ class Client:
     def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int) -> None:
         self._runner = runner
         self._inner = inner
-        self._outbox = Outbox(runner, outbox_limit)
+        self._outbox = Outbox(runner, outbox_limit, inner.send)
         self._subscriptions: List[Subscription] = []
         self._over = threading.Event()  # the asyncio client is over: no reconnect left
         self._cause: Optional[BaseException] = None
@@ -101,11 +101,11 @@ class Client:
         error.__cause__ = cause
         return error
 
-    def _post(self, call: Callable[..., Awaitable[Any]], *args: Any, **kwargs: Any) -> None:
+    def _post(self, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
         """Queue a call nobody waits for; a failure is raised by the next call."""
         self._check()
         try:
-            self._outbox.put(call, args, kwargs, None, self.timeout)
+            self._outbox.put(call, args, None, self.timeout)
         except ConnectionClosedLater:
             raise self._closed_error() from None
 
@@ -117,7 +117,7 @@ class Client:
         limit = self.timeout if timeout is None else timeout
         waiter: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
-            self._outbox.put(call, args, {}, waiter, limit)
+            self._outbox.put(call, args, waiter, limit)
         except ConnectionClosedLater:
             raise self._closed_error() from None
         try:
@@ -145,7 +145,12 @@ class Client:
         """SEND. Without a receipt it returns once the frame is queued for the I/O thread (as a socket
         write returns once the kernel has the bytes); with ``receipt=True`` once the server confirmed it."""
         if not receipt:
-            self._post(self._inner.send, destination, body, headers, content_type=content_type, transaction=transaction)
+            if self._outbox.failure is not None or self._over.is_set():
+                self._check()
+            try:
+                self._outbox.post_send((destination, body, headers, content_type, transaction), self.timeout)
+            except ConnectionClosedLater:
+                raise self._closed_error() from None
             return
         self._call(timeout, self._send, destination, body, headers, content_type, transaction, timeout)
 

@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Optional, Tuple, TypeVar
 
 __all__ = ["LoopThread", "Outbox", "blocking_timeout"]
 
@@ -88,24 +88,31 @@ class LoopThread:
             self._thread.join(timeout)
 
 
+# (call, its arguments, unused, who waits for its result); call None: the everyday SEND
 Entry = Tuple[
-    Callable[..., Awaitable[Any]], Tuple[Any, ...], Dict[str, Any], Optional["concurrent.futures.Future[Any]"]
+    Optional[Callable[..., Awaitable[Any]]], Tuple[Any, ...], None, Optional["concurrent.futures.Future[Any]"]
 ]
 
 
 class Outbox:
     """Calls to run on the loop, in order. At most ``limit`` entries wait; a caller beyond that blocks
-    (at most its timeout) until the loop catches up, so a fast producer cannot fill memory."""
+    (at most its timeout) until the loop catches up, so a fast producer cannot fill memory.
 
-    def __init__(self, runner: LoopThread, limit: int) -> None:
+    ``send`` is the coroutine function of the everyday entry, a SEND nobody waits for: it is queued as
+    its arguments alone (:meth:`post_send`), and the loop calls it without a wrapper. An append to
+    the queue takes no lock (a deque's append is atomic); only scheduling a drain on the loop does.
+    """
+
+    def __init__(self, runner: LoopThread, limit: int, send: Callable[..., Awaitable[Any]]) -> None:
         if limit < 1:
             raise ValueError("the outbox limit must be at least 1")
         self._runner = runner
         self._limit = limit
+        self._send = send
         self._entries: Deque[Entry] = collections.deque()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
-        self._scheduled = False
+        self._scheduled = False  # a drain runs or is about to (changed under _lock, or by the drain alone)
         self._waiting_for_room = 0
         #: the first failure of a call nobody waited for (raised by the client's next call, then cleared)
         self.failure: Optional[BaseException] = None
@@ -113,57 +120,77 @@ class Outbox:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def post_send(self, args: Tuple[Any, ...], timeout: float) -> None:
+        """Queue ``send(destination, body, headers, content_type, transaction)``, nobody waiting for it."""
+        entries = self._entries
+        if len(entries) >= self._limit:
+            self._wait_for_room(timeout)
+        entries.append((None, args, None, None))
+        if not self._scheduled:
+            self._schedule()
+
     def put(
         self,
         call: Callable[..., Awaitable[Any]],
         args: Tuple[Any, ...],
-        kwargs: Dict[str, Any],
         waiter: Optional[concurrent.futures.Future[Any]],
         timeout: float,
     ) -> None:
-        """Queue ``call(*args, **kwargs)``; ``waiter`` (if any) gets its result or exception."""
+        """Queue ``call(*args)``; ``waiter`` (if any) gets its result or exception."""
+        entries = self._entries
+        if len(entries) >= self._limit:
+            self._wait_for_room(timeout)
+        entries.append((call, args, None, waiter))
+        if not self._scheduled:
+            self._schedule()
+
+    def _wait_for_room(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
         with self._lock:
-            if len(self._entries) >= self._limit:
-                deadline = time.monotonic() + timeout
-                self._waiting_for_room += 1
-                try:
-                    while len(self._entries) >= self._limit:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise TimeoutError(f"the connection did not take the call within {timeout} s")
-                        self._room.wait(left)
-                finally:
-                    self._waiting_for_room -= 1
-            self._entries.append((call, args, kwargs, waiter))
+            self._waiting_for_room += 1
+            try:
+                while len(self._entries) >= self._limit:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"the connection did not take the call within {timeout} s")
+                    self._room.wait(min(left, 0.05))  # (a notify between our check and the wait is not lost)
+            finally:
+                self._waiting_for_room -= 1
+
+    def _schedule(self) -> None:
+        with self._lock:
             if self._scheduled:
                 return
             self._scheduled = True
         try:
             self._runner.loop.call_soon_threadsafe(self._start)
         except RuntimeError:  # the loop is closed: nothing will run it
-            with self._lock:
-                self._scheduled = False
-                self._entries.clear()
+            self._entries.clear()
             raise ConnectionClosedLater() from None
 
     def _start(self) -> None:
         self._runner.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
+        entries, send = self._entries, self._send
         while True:
-            with self._lock:
-                if not self._entries:
-                    self._scheduled = False
-                    return
-                batch: List[Entry] = list(self._entries)
-                self._entries.clear()
+            while entries:
+                call, args, _, waiter = entries.popleft()
                 if self._waiting_for_room:
-                    self._room.notify_all()
-            for call, args, kwargs, waiter in batch:
+                    with self._lock:
+                        self._room.notify_all()
+                if call is None:  # the everyday SEND
+                    try:
+                        await send(args[0], args[1], args[2], content_type=args[3], transaction=args[4])
+                    except asyncio.CancelledError:
+                        raise
+                    except BaseException as exc:
+                        self._failed(exc)
+                    continue
                 if waiter is not None and not waiter.set_running_or_notify_cancel():
                     continue  # its caller stopped waiting before it ran
                 try:
-                    result = await call(*args, **kwargs)
+                    result = await call(*args)
                 except asyncio.CancelledError:
                     if waiter is not None:
                         waiter.cancel()
@@ -171,12 +198,25 @@ class Outbox:
                 except BaseException as exc:
                     if waiter is not None:
                         waiter.set_exception(exc)
-                    elif self.failure is None:
-                        self.failure = exc
-                        log.warning("a call that nobody waited for failed: %r", exc)
+                    else:
+                        self._failed(exc)
                 else:
                     if waiter is not None:
                         waiter.set_result(result)
+            # empty: a put from now on schedules a new drain, unless an entry came just before the
+            # flag was cleared (its putter saw it set): then this drain goes on, if no other started
+            self._scheduled = False
+            if not entries:
+                return
+            with self._lock:
+                if self._scheduled:
+                    return
+                self._scheduled = True
+
+    def _failed(self, exc: BaseException) -> None:
+        if self.failure is None:
+            self.failure = exc
+            log.warning("a call that nobody waited for failed: %r", exc)
 
 
 class ConnectionClosedLater(RuntimeError):
