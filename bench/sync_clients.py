@@ -9,7 +9,8 @@ client's own CPU, all its threads included), with these rows:
 
 * ``fastframe.sync``: the blocking client, a consumer thread iterating the subscription while the
   main thread sends; ``fastframe.sync-callback`` is the same with ``subscribe(on_message=...)``.
-* ``fastframe`` (the asyncio client) and ``stomp.py``, as in ``bench/clients.py``.
+* ``fastframe.aio`` (the asyncio client) and ``stomp.py-beside-sync`` (stomp.py), run as in
+  ``bench/clients.py``, on queues of their own.
 * with ``--designs``, ``socket-thread``: the other design issue 23 weighed, a prototype of its
   cheapest possible form: :class:`fastframe.protocol.ClientConnection` on a socket read by a
   thread of its own, sends written under a lock from the caller's thread; no heart-beats, flow
@@ -146,15 +147,19 @@ def run_socket_thread(host: str, port: int, dest: str, payloads: List[bytes], go
     consumer.close()
 
 
+# rows of their own names, so their queues (/queue/fastframe-bench-<name>) are not those of a
+# bench/clients.py run going on at the same time on the shared broker
 ROWS = {
-    "fastframe.sync": run_sync,
-    "fastframe.sync-callback": run_sync_callback,
-    "socket-thread": run_socket_thread,
+    "stomp.py-beside-sync": (clients.run_stomp_py, "stomp", "stomp.py"),
+    "fastframe.aio": (clients.run_fastframe, "fastframe.aio", "fastframe"),
+    "fastframe.sync": (run_sync, "fastframe.sync", "fastframe"),
+    "fastframe.sync-callback": (run_sync_callback, "fastframe.sync", "fastframe"),
+    "socket-thread": (run_socket_thread, "fastframe.protocol", "fastframe"),
 }
-for _name, _runner in ROWS.items():  # the child of bench/clients.py runs them like its own rows
+for _name, (_runner, _module, _dist) in ROWS.items():  # the child of bench/clients.py runs them like its own
     clients.RUNNERS[_name] = _runner
-    clients.MODULES[_name] = "fastframe.sync"
-    clients.DIST[_name] = "fastframe"
+    clients.MODULES[_name] = _module
+    clients.DIST[_name] = _dist
 
 
 def measure(name: str, args: argparse.Namespace) -> Dict[str, Any]:
@@ -190,7 +195,10 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
         else:
             speed = cpu_us = "-"
             result = row.get("unavailable") or row.get("error", "?")
-        ratios = [f"{rate / rates[b]:.1f}×" if rate and rates.get(b) else "-" for b in ("stomp.py", "fastframe")]
+        ratios = [
+            f"{rate / rates[b]:.1f}×" if rate and rates.get(b) else "-"
+            for b in ("stomp.py-beside-sync", "fastframe.aio")
+        ]
         out.append(
             f"| {row['client']} | {speed} | {cpu_us} | {f'{rate:,.0f}' if rate else '-'} | {ratios[0]} | {ratios[1]} "
             f"| {result} |"
@@ -215,7 +223,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not clients.broker_answers(args.host, args.port):
         print(f"no STOMP broker answers CONNECT on {args.host}:{args.port}", file=sys.stderr)
         return 2
-    names = ["stomp.py", "fastframe", "fastframe.sync", "fastframe.sync-callback"]
+    names = ["stomp.py-beside-sync", "fastframe.aio", "fastframe.sync", "fastframe.sync-callback"]
     if args.designs:
         names.append("socket-thread")
     rows = []

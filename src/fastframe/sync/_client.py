@@ -26,6 +26,7 @@ class Client:
 
     def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int) -> None:
         self._runner = runner
+        self._released = False
         self._inner = inner
         self._outbox = Outbox(runner, outbox_limit, inner.send)
         self._subscriptions: List[Subscription] = []
@@ -314,7 +315,10 @@ class Client:
 
     def _shut_down(self) -> None:
         self._over.set()
-        self._runner.stop(_JOIN)
+        with self._lock:
+            released, self._released = self._released, True
+        if not released:
+            self._runner.release(_JOIN)
         error = self._closed_error()
         for sub in self._subscriptions:
             sub._end(error)  # (a pump the loop's end cut short: its consumers wake all the same)
@@ -373,7 +377,7 @@ def connect(
     (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
     ERROR answer to CONNECT, :class:`TimeoutError`, ``ConnectionClosedError``).
     """
-    runner = LoopThread()
+    runner = LoopThread.acquire()
 
     async def opening() -> aio.Client:
         return await aio.connect(
@@ -386,6 +390,6 @@ def connect(
     try:
         inner = runner.run(opening(), None)  # (each attempt is bounded by connect_timeout)
     except BaseException:
-        runner.stop(_JOIN)
+        runner.release(_JOIN)
         raise
     return Client(runner, inner, outbox)

@@ -35,12 +35,40 @@ def blocking_timeout(exc: BaseException) -> BaseException:
 
 class LoopThread:
     """An asyncio event loop running in a daemon thread of its own (a forgotten client does not keep
-    the process alive)."""
+    the process alive).
+
+    The clients of a process share one (:meth:`acquire`, :meth:`release`): one I/O thread for every
+    connection, as one event loop serves every connection of an asyncio program, so the threads of
+    a program are its own plus one, and connections do not contend with each other for the GIL.
+    """
+
+    _shared: Optional[LoopThread] = None
+    _users = 0
+    _shared_lock = threading.Lock()
 
     def __init__(self, name: str = "fastframe-sync") -> None:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
+
+    @classmethod
+    def acquire(cls) -> LoopThread:
+        """The process's shared loop thread (started when none runs), counted as used once more."""
+        with cls._shared_lock:
+            if cls._shared is None or not cls._shared.running:
+                cls._shared, cls._users = LoopThread(), 0
+            cls._users += 1
+            return cls._shared
+
+    def release(self, timeout: float) -> None:
+        """One user less; the last one stops the thread (waiting at most ``timeout`` s)."""
+        with LoopThread._shared_lock:
+            if LoopThread._shared is self:
+                LoopThread._users -= 1
+                if LoopThread._users > 0:
+                    return
+                LoopThread._shared = None
+        self.stop(timeout)
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -149,7 +177,7 @@ class Outbox:
         with self._lock:
             self._waiting_for_room += 1
             try:
-                while len(self._entries) >= self._limit:
+                while len(self._entries) > self._limit // 2:  # then half a queue goes in without a wait
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise TimeoutError(f"the connection did not take the call within {timeout} s")
@@ -176,8 +204,8 @@ class Outbox:
         while True:
             while entries:
                 call, args, _, waiter = entries.popleft()
-                if self._waiting_for_room:
-                    with self._lock:
+                if self._waiting_for_room and len(entries) <= self._limit // 2:
+                    with self._lock:  # (once half is taken: not once per entry while callers wait)
                         self._room.notify_all()
                 if call is None:  # the everyday SEND
                     try:
