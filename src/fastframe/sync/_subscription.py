@@ -5,7 +5,8 @@ A subscription has two halves: the :class:`fastframe.aio.Subscription` on the cl
 bounded queue pauses reading from the socket when full, and a queue here that user threads take
 from. A pump task on the loop moves messages from the first to the second in batches, and stops
 moving them while the second is full: the first then fills and reading pauses, so memory stays
-bounded (at most about twice ``max_queue`` messages per subscription) while a consumer sleeps.
+bounded while a consumer sleeps: at most twice ``max_queue`` messages per subscription (three times
+while a receipt is awaited, when the asyncio half reads on to twice its bound for the RECEIPT).
 """
 
 from __future__ import annotations
@@ -230,7 +231,9 @@ class Subscription:
 
     def get(self, *, timeout: Optional[float] = None) -> Message:
         """The next message; waits at most ``timeout`` seconds (:class:`TimeoutError`; ``None``: until
-        a message comes or the subscription ends)."""
+        a message comes or the subscription ends). Once the queue is empty after the end, it raises
+        the connection's error, or :class:`fastframe.aio.ConnectionClosedError` after a clean end
+        (where iteration stops)."""
         with self._lock:
             queue = self._queue
             if not queue:
