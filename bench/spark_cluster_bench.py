@@ -2,6 +2,7 @@
 
     python -m bench.spark_cluster_bench                     # 8 files x 50,000 frames, repeat 3
     python -m bench.spark_cluster_bench --files 4 --frames 10000 --repeat 1   # quick
+    sudo python -m bench.spark_cluster_bench --worker-cpu 0.5 --no-noop      # each Worker capped at half a core
 
 For 1 and then 2 Workers (one core each, on 127.0.0.1, started from the
 installed PySpark by :class:`fastframe.spark.standalone.StandaloneCluster`),
@@ -19,18 +20,35 @@ the driver, which show where the time goes when the ratio falls short: the
 executors' cost per frame stays the same when a worker is added, so what is
 missing is wall-clock time the executors did not get (the machine's cores
 are shared with the driver, the daemons and any other load).
+
+``--worker-cpu CORES`` starts each Worker, and everything it starts (its
+executors and their Python workers), in its own cgroup v1 ``cpu`` cgroup whose
+quota is CORES (``cpu.cfs_quota_us`` = CORES x ``cpu.cfs_period_us``), with a
+``cpuacct`` cgroup beside it that counts all they used. On a 2-core machine,
+one and two Workers of half a core each leave the driver and the Master a free
+core, so the ratio measures the cluster, not the machine. The cgroup's
+``cpu.shares`` is the highest, so that the cap is also what a Worker gets on a
+loaded machine: each process of the root cgroup weighs as much as a default
+cgroup, and with a load average of 7 a capped Worker would get about an eighth
+of a core. Needs root and cgroup v1 (``/sys/fs/cgroup/cpu`` and
+``/sys/fs/cgroup/cpuacct``); the cgroups are removed at the end. Reported
+beside the frames/s: the share of the Workers' quota they used during the read
+(100%: busy all the time; less: they waited for the driver, for a task, or
+for the last task of the job) and the share of periods in which they were
+throttled.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import fastframe
 
@@ -46,13 +64,88 @@ def wait_for_executors(spark: Any, count: int, timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
-def run_cluster(workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args: Any, tmp: str) -> Dict[str, Any]:
+CGROUPS = "/sys/fs/cgroup"
+MAX_SHARES = 262144  # the kernel's ceiling for cpu.shares (the default is 1024)
+
+
+class WorkerCaps:
+    """Per Worker a cgroup v1 ``cpu`` cgroup capped at ``cores`` (and first in line up to it) and a ``cpuacct``
+    one; removed on exit."""
+
+    def __init__(self, cores: float, workers: int) -> None:
+        self.cores = cores
+        self.groups = [
+            {kind: os.path.join(CGROUPS, kind, f"fastframe-bench-{os.getpid()}-w{i}") for kind in ("cpu", "cpuacct")}
+            for i in range(workers)
+        ]
+
+    def __enter__(self) -> WorkerCaps:
+        for kind in ("cpu", "cpuacct"):
+            if not os.path.isfile(os.path.join(CGROUPS, kind, "cgroup.procs")):
+                raise SystemExit(f"--worker-cpu needs cgroup v1's {kind} controller at {CGROUPS}/{kind}")
+        try:
+            for group in self.groups:
+                for path in group.values():
+                    os.mkdir(path)
+                period = int(_read(group["cpu"], "cpu.cfs_period_us"))
+                _write(group["cpu"], "cpu.cfs_quota_us", str(round(self.cores * period)))
+                _write(group["cpu"], "cpu.shares", str(MAX_SHARES))
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def prefix(self, i: int) -> List[str]:
+        """The command that enters Worker ``i``'s cgroups and then runs the Worker (StandaloneCluster's hook)."""
+        group = self.groups[i]
+        script = 'echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@"'
+        procs = [os.path.join(group[kind], "cgroup.procs") for kind in ("cpu", "cpuacct")]
+        return ["sh", "-c", script, "sh", *procs]
+
+    def usage(self) -> Dict[str, float]:
+        """CPU seconds the Workers' cgroups used, their CFS periods and the periods throttled, summed."""
+        total = {"cpu_s": 0.0, "periods": 0.0, "throttled": 0.0}
+        for group in self.groups:
+            total["cpu_s"] += int(_read(group["cpuacct"], "cpuacct.usage")) / 1e9
+            stat = dict(line.split() for line in _read(group["cpu"], "cpu.stat").splitlines())
+            total["periods"] += int(stat["nr_periods"])
+            total["throttled"] += int(stat["nr_throttled"])
+        return total
+
+    def __exit__(self, *exc: Any) -> None:
+        for group in self.groups:
+            for kind, path in group.items():
+                deadline = time.monotonic() + 15
+                while os.path.isdir(path):
+                    try:
+                        os.rmdir(path)
+                    except OSError:  # processes still in it: a killed JVM may take a moment; then moved out
+                        if time.monotonic() > deadline:
+                            for pid in _read(path, "cgroup.procs").split():
+                                _write(os.path.join(CGROUPS, kind), "cgroup.procs", pid)
+                        time.sleep(0.2)
+
+
+def _read(folder: str, name: str) -> str:
+    with open(os.path.join(folder, name)) as f:
+        return f.read().strip()
+
+
+def _write(folder: str, name: str, value: str) -> None:
+    with open(os.path.join(folder, name), "w") as f:
+        f.write(value)
+
+
+def run_cluster(
+    workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args: Any, tmp: str, caps: Optional[WorkerCaps]
+) -> Dict[str, Any]:
     from fastframe.spark import get_session
     from fastframe.spark.standalone import StandaloneCluster
 
     frames = archive["frames"]
     sinks = ["parquet"] if args.no_noop else ["parquet", "noop"]
-    with StandaloneCluster(workers=workers, cores=1, memory="1g") as cluster:
+    prefix = caps.prefix if caps is not None else None
+    with StandaloneCluster(workers=workers, cores=1, memory="1g", worker_prefix=prefix) as cluster:
         spark = get_session(cluster.url, app_name=f"fastframe cluster bench ({workers})",
                             conf={"spark.cores.max": str(workers)})  # fmt: skip
         try:
@@ -69,8 +162,7 @@ def run_cluster(workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args
             driver_pid = sc._gateway.proc.pid
             worker_pids = [p.pid for p in cluster.procs[1:]]
             best: Dict[str, Dict[str, Dict[str, float]]] = {
-                sink: {n: {"wall": float("inf"), "executors_cpu": 0.0, "driver_cpu": 0.0} for n in sources}
-                for sink in sinks
+                sink: {n: {"wall": float("inf")} for n in sources} for sink in sinks
             }
             for sink in sinks:
                 for df in sources.values():  # warm-up: Python workers started, sources looked up
@@ -78,15 +170,18 @@ def run_cluster(workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args
                 for _ in range(args.repeat):
                     for name, df in sources.items():  # alternate, so that a change in load hits both alike
                         cpu0 = sum(_tree_cpu(p) for p in worker_pids), _tree_cpu(driver_pid)
+                        capped0 = caps.usage() if caps is not None else {}
                         start = time.perf_counter()
                         write(df, sink, os.path.join(tmp, "parquet"))
                         wall = time.perf_counter() - start
                         cpu1 = sum(_tree_cpu(p) for p in worker_pids), _tree_cpu(driver_pid)
+                        capped1 = caps.usage() if caps is not None else {}
                         if wall < best[sink][name]["wall"]:
                             best[sink][name] = {
                                 "wall": wall,
                                 "executors_cpu": cpu1[0] - cpu0[0],
                                 "driver_cpu": cpu1[1] - cpu0[1],
+                                **{f"capped_{k}": capped1[k] - capped0[k] for k in capped1},
                             }
         finally:
             spark.stop()
@@ -102,6 +197,11 @@ def run_cluster(workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args
             "ceiling_executors_cpu_us_per_frame": round(ceiling["executors_cpu"] * 1e6 / frames, 2),
             "read_seconds": round(read["wall"], 2),
         }
+        if caps is not None:
+            allowed = caps.cores * workers * read["wall"]
+            out[sink]["read_quota_used"] = round(read["capped_cpu_s"] / allowed, 3)
+            out[sink]["read_periods_throttled"] = round(read["capped_throttled"] / max(1.0, read["capped_periods"]), 3)
+            out[sink]["read_workers_cpu_us_per_frame"] = round(read["capped_cpu_s"] * 1e6 / frames, 2)
     return out
 
 
@@ -120,6 +220,8 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-noop", action="store_true", help="time the Parquet sink (the convert job) only")
     parser.add_argument("--json", default=os.path.join("out", "spark_cluster_bench.json"), help="write numbers here")
+    parser.add_argument("--worker-cpu", type=float, metavar="CORES",
+                        help="cap each Worker (and all it starts) at CORES in its own cgroup v1 cpu cgroup (root)")  # fmt: skip
     args = parser.parse_args(argv)
 
     tmp = tempfile.mkdtemp(prefix="fastframe-cluster-bench-")
@@ -130,24 +232,31 @@ def main(argv: Any = None) -> int:
               f"twin {fastframe.IMPLEMENTATION}", flush=True)  # fmt: skip
         ipc = write_ipc(archive["paths"], os.path.join(tmp, "ipc"))
         for workers in (1, 2):
-            runs.append(run_cluster(workers, archive, ipc, args, tmp))
+            caps = WorkerCaps(args.worker_cpu, workers) if args.worker_cpu else None
+            with caps or contextlib.nullcontext():
+                runs.append(run_cluster(workers, archive, ipc, args, tmp, caps))
             print(f"{workers} worker(s): {json.dumps(runs[-1])}", flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     one, two = runs
-    results: Dict[str, Any] = {"twin": fastframe.IMPLEMENTATION, "frames": archive["frames"],
-                               "bytes": archive["bytes"], "runs": runs, "target_ratio": 1.7}  # fmt: skip
+    results: Dict[str, Any] = {"twin": fastframe.IMPLEMENTATION, "frames": archive["frames"], "bytes": archive["bytes"],
+                               "worker_cpu": args.worker_cpu, "runs": runs, "target_ratio": 1.7}  # fmt: skip
     print()
+    capped = args.worker_cpu is not None
+    print(f"each Worker capped at {args.worker_cpu} core" if capped else "Workers not capped")
     print("| sink | workers | stomp read, frames/s | Spark ceiling, frames/s | read / ceiling "
-          "| executors' CPU us per frame (read) | driver's CPU us per frame (read) |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          "| executors' CPU us per frame (read) | driver's CPU us per frame (read) |"
+          + (" Workers' CPU us per frame (cgroup) | quota used | periods throttled |" if capped else ""))  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if capped else ""))
     for sink in [s for s in ("parquet", "noop") if s in one]:
         for run in runs:
             r = run[sink]
+            cells = (f" {r['read_workers_cpu_us_per_frame']:.2f} | {r['read_quota_used']:.0%} "
+                     f"| {r['read_periods_throttled']:.0%} |") if capped else ""  # fmt: skip
             print(f"| {sink} | {run['workers']} | {r['read_frames_per_s']:,} | {r['ceiling_frames_per_s']:,} "
                   f"| {r['read_over_ceiling']:.0%} | {r['read_executors_cpu_us_per_frame']:.2f} "
-                  f"| {r['read_driver_cpu_us_per_frame']:.2f} |")  # fmt: skip
+                  f"| {r['read_driver_cpu_us_per_frame']:.2f} |{cells}")  # fmt: skip
         ratio = two[sink]["read_frames_per_s"] / one[sink]["read_frames_per_s"]
         ceiling_ratio = two[sink]["ceiling_frames_per_s"] / one[sink]["ceiling_frames_per_s"]
         results[f"{sink}_two_over_one"] = round(ratio, 3)

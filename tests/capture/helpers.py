@@ -5,6 +5,10 @@ from __future__ import annotations
 import gzip
 import os
 import random
+import re
+import signal
+import subprocess
+import sys
 from typing import Dict, List
 
 import fastframe
@@ -60,3 +64,32 @@ def stomp_files(root: str) -> Dict[str, List[str]]:
 
 def joined(paths: List[str]) -> bytes:
     return b"".join(read_file(p) for p in paths)
+
+
+class RecordProcess:
+    """``fastframe record`` in a process of its own, as a user runs it: ``with`` gives the port it listens on;
+    leaving sends Ctrl-C (SIGINT) and checks that it finished every file and exited with 0 (bounded)."""
+
+    def __init__(self, upstream_port: int, out: str, *options: str) -> None:
+        self.args = [sys.executable, "-m", "fastframe", "record", "--listen", "127.0.0.1:0"]
+        self.args += ["--upstream", f"127.0.0.1:{upstream_port}", "--out", out, *options]
+
+    def __enter__(self) -> int:
+        self.process = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.process.stdout.readline() if self.process.stdout else ""
+        match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+        if match is None:
+            self.process.kill()
+            raise AssertionError(f"fastframe record did not start: {line!r} {self.process.communicate(timeout=10)}")
+        return int(match.group(1))
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            out, err = self.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.communicate(timeout=10)
+            raise
+        if exc[0] is None:
+            assert self.process.returncode == 0 and "every file closed" in out, err

@@ -21,7 +21,7 @@ from fastframe import aio
 from fastframe.capture import Archive, pieces_of, read_times, replay, serve_proxy
 from interop._live import IN_CI
 
-from .helpers import joined, read_file, stomp_files
+from .helpers import RecordProcess, joined, read_file, stomp_files
 from .test_proxy import HOST, Wire, run
 
 # headers that name this session or this message, not what the broker answered
@@ -187,3 +187,24 @@ def test_record_with_tls_on_both_sides(tmp_path):
     files = stomp_files(str(out / "tls"))
     assert joined(files["conn-0001.c2s"]) == bytes(wire.out)  # the STOMP bytes, never TLS records
     assert joined(files["conn-0001.s2c"]) == bytes(wire.into)
+
+
+def test_ctrl_c_with_connections_open_finishes_every_file(tmp_path):
+    async def main():
+        async with aio.Broker(port=0) as broker:
+            with RecordProcess(broker.port, str(tmp_path), "--name", "open", "--gzip") as port:
+                reader, writer = await asyncio.open_connection(HOST, port)
+                writer.write(b"CONNECT\naccept-version:1.2\n\n\0SUBSCRIBE\nid:1\ndestination:/q\n\n\0SEND\ndestinat")
+                await writer.drain()
+                connected = await asyncio.wait_for(reader.readuntil(b"\0"), 10)
+                await asyncio.sleep(0.2)
+            # (leaving the with: Ctrl-C while the client is still connected, in the middle of a frame)
+            rest = await asyncio.wait_for(reader.read(), 10)  # the proxy closed the connection
+            writer.close()
+        return connected + rest
+
+    received = run(main())
+    files = stomp_files(str(tmp_path / "open"))
+    assert read_file(files["conn-0001.c2s"][0]).endswith(b"SEND\ndestinat")  # a complete gzip file
+    assert read_file(files["conn-0001.s2c"][0]) == received
+    assert all(os.path.exists(p + ".ffidx") for paths in files.values() for p in paths)

@@ -105,3 +105,62 @@ def test_ship_env_is_refused_in_local_mode(tmp_path: Path, capsys: Any) -> None:
     (tmp_path / "a.stomp").write_bytes(b"SEND\n\n\x00")
     code = cli_main(["convert", str(tmp_path), "--out", str(tmp_path / "o"), "--ship-env", "env.tar.gz"])
     assert code == 2 and "--ship-env is for a cluster --master" in capsys.readouterr().err
+
+
+FAKE_SPARK_CLASS = """#!{python}
+# spark-class stand-in: the Master serves its JSON page (a Worker is alive once it wrote its file), a Worker
+# writes what the prefix set up and its pid, then waits to be killed
+import http.server, json, os, sys, time
+
+args = sys.argv[1:]
+if args[0].endswith(".Master"):
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            alive = [{{"state": "ALIVE"}} for name in os.listdir(".") if name.endswith(".worker")]
+            body = json.dumps({{"workers": alive}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_):
+            pass
+
+    http.server.HTTPServer(("127.0.0.1", int(args[args.index("--webui-port") + 1])), Page).serve_forever()
+else:
+    work = args[args.index("--work-dir") + 1]
+    with open(os.path.basename(work) + ".worker", "w") as f:
+        json.dump({{"prefix": os.environ.get("FF_PREFIX"), "pid": os.getpid()}}, f)
+    time.sleep(120)
+"""
+
+
+def test_a_worker_prefix_runs_before_each_worker_and_stop_still_kills_it(tmp_path: Path, monkeypatch: Any) -> None:
+    import json
+    import os
+    import sys
+
+    from fastframe.spark import standalone
+
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    fake = home / "bin" / "spark-class"
+    fake.write_text(FAKE_SPARK_CLASS.format(python=sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setattr(standalone, "spark_home", lambda: str(home))
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path))  # start() asks for Java, which the stand-in does not need
+    root = tmp_path / "cluster"
+    root.mkdir()
+    cluster = standalone.StandaloneCluster(
+        workers=2, root=str(root), worker_prefix=lambda i: ["env", f"FF_PREFIX=w{i}"]
+    )
+    with cluster:
+        workers = [json.loads((root / f"worker-{i}.worker").read_text()) for i in range(2)]
+        # each Worker ran under its own prefix, which exec'd spark-class in place: stop() kills the same process
+        assert [w["prefix"] for w in workers] == ["w0", "w1"]
+        assert [w["pid"] for w in workers] == [p.pid for p in cluster.procs[1:]]
+        assert (root / "master.log").exists()
+    assert all(p.poll() is not None for p in cluster.procs)
+    for w in workers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(w["pid"], 0)

@@ -109,7 +109,9 @@ class Archive:
 
         ``perspective`` names what ``recorder(direction, data)`` means: ``"client"`` (the asyncio
         client's ``wire_hook``: "out" is what the client sent) or ``"server"`` (a server's hook: "in"
-        is what the client sent). :meth:`Recorder.c2s` and :meth:`Recorder.s2c` need neither.
+        is what the client sent). :meth:`Recorder.c2s` and :meth:`Recorder.s2c` need neither. One recorder is
+        one connection: a client that reconnects (``Reconnect``) with the same hook appends the next
+        connection's bytes to the same files.
         """
         if perspective not in _PERSPECTIVES:
             raise ValueError(f"perspective must be 'client' or 'server', not {perspective!r}")

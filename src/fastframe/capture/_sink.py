@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import threading
+import time
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
@@ -25,6 +26,7 @@ _log = logging.getLogger("fastframe.capture")
 #: ``(checkpoints, frames, error_offset)`` of a finished file: what its ``.ffidx`` says.
 IndexFacts = Tuple[Sequence[Tuple[int, int]], int, Optional[int]]
 Opener = Callable[[str, str], IO[bytes]]
+BATCH_DELAY = 0.005  # seconds the writer lets operations gather after waking
 
 
 class Recording:
@@ -149,6 +151,7 @@ class Writer:
         self._ops: Deque[Tuple[FileSink, str, Any, int]] = deque()
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
+        self._waiting = False  # the thread waits for work: the next submit wakes it
         self._submitted = 0  # operations submitted, and run (flush() waits for the second to reach the first)
         self._done = 0
 
@@ -160,15 +163,22 @@ class Writer:
             sink.recording.pending += nbytes
             self._submitted += 1
             self._ops.append((sink, op, arg, nbytes))
-            self._cond.notify()
+            if self._waiting:
+                self._waiting = False
+                self._cond.notify_all()  # (flush() waits on the same condition)
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 while not self._ops and not self._stopping:
+                    self._waiting = True
                     self._cond.wait()
                 if not self._ops:
                     return
+            if not self._stopping:
+                # let a batch gather: one wake-up per BATCH_DELAY, not one per read of every connection
+                time.sleep(BATCH_DELAY)
+            with self._cond:
                 batch, self._ops = self._ops, deque()
             written: Dict[Recording, int] = {}
             for sink, op, arg, nbytes in batch:

@@ -15,6 +15,9 @@ Subcommands::
                               write a seeded sample archive of captures
     fastframe index FILE...   write index sidecars (proven frame boundaries)
                               so Spark can split big files
+    fastframe stream DESTINATION... --out DIR
+                              a broker's messages to Parquet with Spark
+                              Structured Streaming (checkpointed, resumable)
     fastframe record --upstream HOST:PORT --out DIR
                               a recording proxy: every byte forwarded and
                               recorded into an archive
@@ -24,7 +27,7 @@ Subcommands::
 One module per group of commands, each adding its subparsers and returning
 their handlers: ``_codec`` (decode, sample, demo, info, broker), ``_archive``
 (sample-archive, index: the codec and the standard library only),
-``_spark`` (convert: PySpark is imported only when it runs) and ``_capture``
+``_spark`` (convert) and ``_stream`` (stream; PySpark is imported only when they run), ``_capture``
 (record, replay: asyncio and the standard library). ``_args`` holds
 the argument types they share. Nothing outside this package imports it
 (``fastframe.spark`` never does); ``python -m fastframe`` and the
@@ -40,7 +43,7 @@ import os
 import sys
 from typing import Callable, Dict, Optional, Sequence, Tuple
 
-from . import _archive, _capture, _codec, _spark
+from . import _archive, _capture, _codec, _spark, _stream
 
 __all__ = ["main"]
 
@@ -53,7 +56,7 @@ def _parser_and_handlers() -> Tuple[argparse.ArgumentParser, _Handlers]:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     handlers: _Handlers = {}
-    for group in (_codec, _spark, _archive, _capture):  # the order of the commands in --help
+    for group in (_codec, _spark, _stream, _archive, _capture):  # the order of the commands in --help
         handlers.update(group.add_commands(commands))
     return parser, handlers
 

@@ -36,6 +36,7 @@ ARROW_TYPES: Dict[str, pa.DataType] = {
     "error_code": pa.string(),
     "error_reason": pa.string(),
     "codec": pa.string(),
+    "received_at": pa.timestamp("us", tz="UTC"),  # (filled in by the reader from a capture's sidecar)
 }
 
 

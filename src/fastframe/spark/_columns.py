@@ -19,9 +19,11 @@ COLUMNS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("error_code", "string", True, "null, or the decode error's code (e.g. missing-null, truncated)"),
     ("error_reason", "string", True, "null, or why the file could not be decoded past this offset"),
     ("codec", "string", False, "the fastframe twin that decoded the row: c or python"),
+    ("received_at", "timestamp", True, "when a capture received the frame's last byte (its .fftimes sidecar, "
+     "written by fastframe record); null without one, and on an error row"),
 )  # fmt: skip
 
 COLUMN_NAMES = tuple(c[0] for c in COLUMNS)
 SPARK_DDL = ", ".join(f"{name} {kind}{'' if nullable else ' NOT NULL'}" for name, kind, nullable, _ in COLUMNS)
 #: Columns that are null on error rows: a schema must not declare them NOT NULL.
-ERROR_NULL = frozenset({"command", "headers", "header_map", "body", "error_code", "error_reason"})
+ERROR_NULL = frozenset({"command", "headers", "header_map", "body", "error_code", "error_reason", "received_at"})

@@ -11,10 +11,21 @@ import os
 import sys
 from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.compute as pc  # type: ignore[import-untyped]
+
 import fastframe
 
-from ..archive import choose_splits, compression_for, iter_files, load_checkpoints, open_stream, scan_checkpoints
-from ._arrow import BatchBuilder, default_fields
+from ..archive import (
+    choose_splits,
+    compression_for,
+    iter_files,
+    load_checkpoints,
+    open_stream,
+    read_raw,
+    scan_checkpoints,
+)
+from ._arrow import ARROW_TYPES, BatchBuilder, arrow_schema, default_fields
 from ._options import ReadOptions
 
 #: The codec module rows are decoded with: ``fastframe`` (whichever twin it
@@ -139,6 +150,48 @@ def _announce_twin() -> None:
         )
 
 
+class _Arrivals:
+    """The ``received_at`` column: a capture's arrival-time sidecar (``fastframe.archive``), its
+    record ``i`` for the file's frame ``i``, used only where its offsets are the rows' (else null)."""
+
+    NAME = "received_at"
+
+    def __init__(self, split: Split, opts: ReadOptions, fields: Sequence[Any]) -> None:
+        self.path = split.path
+        self.prefer = opts.filesystem
+        self.schema = arrow_schema(fields)
+        self.names = [name for name, _, _ in fields]
+        self.type = ARROW_TYPES[self.NAME]
+        inner = [field for field in fields if field[0] != self.NAME]
+        if "offset" not in self.names:  # the rows are matched to the records by offset
+            inner.append(("offset", False, ARROW_TYPES["offset"]))
+        self.inner = inner  # what the BatchBuilder makes
+        self.none_left = False  # no sidecar, or none past this point, or not this decoding's frames
+
+    def add(self, batch: Any, first_index: int, error: bool = False) -> Any:
+        n = batch.num_rows
+        column = None if error or self.none_left else self._times(batch.column("offset"), first_index, n)
+        if column is None:
+            column = pa.nulls(n, self.type)
+        arrays = [column if name == self.NAME else batch.column(name) for name in self.names]
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _times(self, offsets: Any, first: int, n: int) -> Any:
+        raw = read_raw(self.path, first, n, self.prefer)
+        if not raw:
+            self.none_left = True
+            return None
+        pairs = pa.FixedSizeListArray.from_arrays(
+            pa.Array.from_buffers(pa.int64(), len(raw) // 8, [None, pa.py_buffer(raw)]), 2
+        )
+        found = len(pairs)
+        if not pc.all(pc.equal(pc.list_element(pairs, 0), offsets.slice(0, found))).as_py():
+            self.none_left = True  # other decoder options ended a frame elsewhere: not the recorder's frames
+            return None
+        times = pc.divide(pc.list_element(pairs, 1), 1000).cast(self.type)  # ns -> us
+        return times if found == n else pa.concat_arrays([times, pa.nulls(n - found, self.type)])
+
+
 def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] = None) -> Iterator[Any]:
     """Stream one split through the codec's ColumnDecoder; yield Arrow record batches.
 
@@ -149,7 +202,8 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
     """
     _announce_twin()
     fields = default_fields() if fields is None else fields
-    builder = BatchBuilder(fields, split.path, codec.IMPLEMENTATION)
+    arrivals = _Arrivals(split, opts, fields) if _Arrivals.NAME in [f[0] for f in fields] else None
+    builder = BatchBuilder(fields if arrivals is None else arrivals.inner, split.path, codec.IMPLEMENTATION)
     decoder = codec.ColumnDecoder(**opts.decoder_kwargs)
     max_rows = opts.max_records_per_batch
     max_bytes = opts.max_bytes_per_batch
@@ -161,7 +215,8 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
         nonlocal next_index
         while decoder.rows and (final or decoder.rows >= max_rows or decoder.pending_bytes >= max_bytes):
             columns = decoder.take(max_rows, max_bytes)
-            yield builder.batch(columns, next_index, base)
+            batch = builder.batch(columns, next_index, base)
+            yield batch if arrivals is None else arrivals.add(batch, next_index)
             next_index += columns.rows
 
     error: Optional[Tuple[int, str, str]] = None
@@ -200,5 +255,6 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
         if opts.mode == "FAILFAST":
             raise MalformedStompError(split.path, offset, code, reason)
         if opts.mode == "PERMISSIVE":
-            yield builder.error(offset, next_index, code, reason)
+            batch = builder.error(offset, next_index, code, reason)
+            yield batch if arrivals is None else arrivals.add(batch, next_index, error=True)
         # DROPMALFORMED: the frames before the error stay; the rest of the split is dropped

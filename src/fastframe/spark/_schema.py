@@ -16,6 +16,7 @@ def _spark_type(kind: str) -> Any:
         StringType,
         StructField,
         StructType,
+        TimestampType,
     )
 
     if kind == "string":
@@ -24,6 +25,8 @@ def _spark_type(kind: str) -> Any:
         return LongType()
     if kind == "binary":
         return BinaryType()
+    if kind == "timestamp":
+        return TimestampType()
     if kind == "map<string,string>":
         return MapType(StringType(), StringType(), valueContainsNull=False)
     if kind == "array<struct<name:string,value:string>>":

@@ -63,10 +63,13 @@ def _seconds(value: Any) -> float:
     return seconds
 
 
+#: Options Spark itself passes along with ours (a load() or save() path, the sink's checkpoint).
+_SPARKS_OWN = ("path", "paths", "checkpointLocation", "queryName")
+
+
 def _values(options: Mapping[str, Any], known: Dict[str, Tuple[str, Any]], what: str) -> Dict[str, Any]:
-    given = _match(options, {**known, "path": ("str", None), "paths": ("str", None)}, what)
-    given.pop("path", None)
-    given.pop("paths", None)
+    spark_own = {_key(name) for name in _SPARKS_OWN}
+    given = _match({k: v for k, v in options.items() if _key(k) not in spark_own}, known, what)
     values: Dict[str, Any] = {}
     for name, (kind, default) in known.items():
         if name not in given:

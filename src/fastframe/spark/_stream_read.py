@@ -81,66 +81,58 @@ async def _stream_subscription(client: Any, destination: str, spec: str, prefetc
         raise _subscribe_error(exc, destination, "stream") from None
 
 
-async def _close(sub: Any, timeout: float) -> None:
-    try:
-        await sub.unsubscribe(timeout=timeout)
-    except (aio.ConnectionClosedError, asyncio.TimeoutError):
-        pass
-
-
 # --------------------------------------------------------------------------- consume=stream, on the driver
 
 
 async def _find_end(broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions) -> int:
-    timeout = opts.connection.timeout
-    sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, timeout)
+    sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, opts.connection.timeout)
     try:
+        first = await sub.get(timeout=opts.poll_timeout)
+    except asyncio.TimeoutError:
+        return start  # an empty stream (or nothing within pollTimeout)
+    end = _offset(first, destination) + 1
+    unacked = 1
+    # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit)
+    while not (limit and end >= start + limit):
         try:
-            first = await sub.get(timeout=opts.poll_timeout)
+            message = await sub.get(timeout=CHUNK_GAP)
         except asyncio.TimeoutError:
-            return start  # an empty stream (or nothing within pollTimeout)
-        end = _offset(first, destination) + 1
-        unacked = 1
-        # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit)
-        while not (limit and end >= start + limit):
-            try:
-                message = await sub.get(timeout=CHUNK_GAP)
-            except asyncio.TimeoutError:
-                break
-            end = max(end, _offset(message, destination) + 1)
-            unacked += 1
-            if unacked >= opts.prefetch // 2:
-                await message.ack()
-                unacked = 0
-    finally:
-        await _close(sub, timeout)
+            break
+        end = max(end, _offset(message, destination) + 1)
+        unacked += 1
+        if unacked >= opts.prefetch // 2:
+            await message.ack()
+            unacked = 0
     end = max(end, start)
     return min(end, start + limit) if limit else end
 
 
-def find_end(broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions) -> int:
+def find_end(opts: SourceOptions, destination: str, start: int, limit: int) -> int:
     """An offset ``end >= start`` such that every offset in ``[start, end)`` exists (at most ``start + limit``).
 
     The first message of the stream's last chunk proves every offset below it;
     the messages after it arrive back to back and prove the rest. So the
     driver reads at most the last chunk, never the backlog.
+
+    Each probe has a connection of its own, closed without UNSUBSCRIBE: RabbitMQ 3.10 answers a
+    stream delivery that crosses an UNSUBSCRIBE with ERROR "Subscription not found", which would
+    end a connection kept for the next probe.
     """
     wait = opts.poll_timeout + opts.connection.timeout * 2
-    return broker.run(_find_end(broker, destination, start, limit, opts), wait, f"finding the end of {destination}")
+    with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
+        check_rabbitmq(broker)
+        return broker.run(_find_end(broker, destination, start, limit, opts), wait, f"finding the end of {destination}")
 
 
 async def _first_offset(broker: BrokerConnection, destination: str, spec: str, opts: SourceOptions) -> Optional[int]:
     sub = await _stream_subscription(broker.client, destination, spec, 1, opts.connection.timeout)
     try:
-        first = await sub.get(timeout=max(opts.poll_timeout, 1.0))
-        return _offset(first, destination)
+        return _offset(await sub.get(timeout=max(opts.poll_timeout, 1.0)), destination)
     except asyncio.TimeoutError:
         return None
-    finally:
-        await _close(sub, opts.connection.timeout)
 
 
-def starting_offsets(broker: BrokerConnection, opts: SourceOptions) -> Dict[str, int]:
+def starting_offsets(opts: SourceOptions) -> Dict[str, int]:
     """``startingOffsets`` resolved to an offset per destination."""
     out: Dict[str, int] = {}
     for dest in opts.destinations:
@@ -152,11 +144,13 @@ def starting_offsets(broker: BrokerConnection, opts: SourceOptions) -> Dict[str,
         elif starting == "earliest":
             out[dest] = 0  # a stream truncated by retention starts later: a read from 0 begins at its first offset
         elif starting == "latest":
-            out[dest] = find_end(broker, dest, 0, 0, opts)
+            out[dest] = find_end(opts, dest, 0, 0)
         else:  # timestamp=T: the first message at or after T, else the end
-            work = _first_offset(broker, dest, starting, opts)
-            first = broker.run(work, opts.connection.timeout * 2 + 1, f"finding {starting} in {dest}")
-            out[dest] = first if first is not None else find_end(broker, dest, 0, 0, opts)
+            with BrokerConnection(opts.connection) as broker:
+                check_rabbitmq(broker)
+                work = _first_offset(broker, dest, starting, opts)
+                first = broker.run(work, opts.connection.timeout * 2 + 1, f"finding {starting} in {dest}")
+            out[dest] = first if first is not None else find_end(opts, dest, 0, 0)
     return out
 
 
@@ -211,7 +205,7 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
             messages, offsets = broker.run(take(), timeout, what)
             if messages:
                 yield messages_to_batch(destination, messages, offsets, codec, schema)
-        broker.run(_close(sub, timeout), timeout + 1, f"unsubscribing from {destination}")
+        # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription
 
 
 # --------------------------------------------------------------------------- consume=ack, on the driver

@@ -77,38 +77,25 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 "option maxBytesPerTrigger applies to consume=ack: a stream's message sizes are known only once "
                 "read; use maxMessagesPerTrigger"
             )
-        self._broker: Any = None
         self._target: Optional[Dict[str, int]] = None
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"opts": self.opts, "_broker": None, "_target": None}
-
-    def _connection(self) -> Any:
-        from ._stream_client import BrokerConnection
-        from ._stream_read import check_rabbitmq
-
-        if self._broker is not None and not self._broker.client.is_connected:
-            self._broker.abort()
-            self._broker = None
-        if self._broker is None:
-            self._broker = BrokerConnection(self.opts.connection, max_queue=self.opts.prefetch + 1)
-            check_rabbitmq(self._broker)
-        return self._broker
+        return {"opts": self.opts, "_target": None}
 
     def initialOffset(self) -> Dict[str, int]:
         from ._stream_read import starting_offsets
 
-        return starting_offsets(self._connection(), self.opts)
+        return starting_offsets(self.opts)
 
     def _ends(self, start: Dict[str, int], max_messages: int) -> Dict[str, int]:
         from ._stream_read import find_end, starting_offsets
 
         missing = [d for d in self.opts.destinations if d not in start]
         if missing:  # a destination added to the options since the checkpoint began
-            start = {**starting_offsets(self._connection(), self.opts._replace(destinations=tuple(missing))), **start}
+            start = {**starting_offsets(self.opts._replace(destinations=tuple(missing))), **start}
         ends = {}
         for dest in self.opts.destinations:
-            ends[dest] = find_end(self._connection(), dest, start[dest], max_messages, self.opts)
+            ends[dest] = find_end(self.opts, dest, start[dest], max_messages)
             if self._target is not None:
                 ends[dest] = min(ends[dest], max(start[dest], self._target.get(dest, start[dest])))
         total = sum(ends[d] - start[d] for d in ends)
@@ -130,7 +117,7 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         from ._stream_read import find_end
 
-        self._target = {dest: find_end(self._connection(), dest, 0, 0, self.opts) for dest in self.opts.destinations}
+        self._target = {dest: find_end(self.opts, dest, 0, 0) for dest in self.opts.destinations}
 
     def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
         return [
@@ -143,11 +130,6 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         from ._stream_read import read_range
 
         yield from read_range(self.opts, partition.destination, partition.start, partition.end)
-
-    def stop(self) -> None:
-        if self._broker is not None:
-            self._broker.close()
-            self._broker = None
 
 
 class HeldPartition(InputPartition):

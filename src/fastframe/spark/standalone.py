@@ -9,6 +9,12 @@ in its own process group so that stopping kills the Workers' executors and
 their Python workers too. The Workers' environment has no ``PYSPARK_PYTHON``,
 as on a node nobody prepared. :meth:`start` waits until every Worker is
 registered, polling the Master's JSON page.
+
+``worker_prefix`` puts a command before each Worker's ``spark-class`` (given
+the Worker's index), which must end by running the rest of its arguments
+(``exec "$@"``); what it sets up holds for the Worker and everything it starts.
+``bench/spark_cluster_bench.py --worker-cpu`` uses it to start each Worker in
+its own CPU-capped cgroup.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import subprocess
 import tempfile
 import time
 import urllib.request
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 __all__ = ["ClusterError", "StandaloneCluster", "spark_home"]
 
@@ -49,7 +55,10 @@ def _free_port() -> int:
 
 
 class StandaloneCluster:
-    """Master and ``workers`` Workers (``cores`` and ``memory`` each) on 127.0.0.1; a context manager."""
+    """Master and ``workers`` Workers (``cores`` and ``memory`` each) on 127.0.0.1; a context manager.
+
+    ``worker_prefix(i)``: the command run before Worker ``i``'s ``spark-class`` (see the module's docstring).
+    """
 
     def __init__(
         self,
@@ -58,11 +67,13 @@ class StandaloneCluster:
         memory: str = "1g",
         root: Optional[str] = None,
         daemon_memory: str = "256m",
+        worker_prefix: Optional[Callable[[int], Sequence[str]]] = None,
     ) -> None:
         self.workers = workers
         self.cores = cores
         self.memory = memory
         self.daemon_memory = daemon_memory
+        self.worker_prefix = worker_prefix
         self._own_root = root is None
         self.root = root or tempfile.mkdtemp(prefix="fastframe-cluster-")
         self.port = _free_port()
@@ -84,11 +95,11 @@ class StandaloneCluster:
         )
         return env
 
-    def _spawn(self, name: str, args: List[str]) -> None:
+    def _spawn(self, name: str, args: List[str], prefix: Sequence[str] = ()) -> None:
         log = open(os.path.join(self.root, f"{name}.log"), "wb")
         try:
             proc = subprocess.Popen(
-                [os.path.join(spark_home(), "bin", "spark-class"), *args],
+                [*prefix, os.path.join(spark_home(), "bin", "spark-class"), *args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
@@ -140,6 +151,7 @@ class StandaloneCluster:
                     f"worker-{i}",
                     ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", str(self.cores),
                      "--memory", self.memory, "--work-dir", work, "--webui-port", str(_free_port()), self.url],
+                    self.worker_prefix(i) if self.worker_prefix else (),
                 )  # fmt: skip
             deadline = time.monotonic() + timeout
             while len(self.alive_workers()) < self.workers:

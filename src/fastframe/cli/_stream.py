@@ -1,0 +1,175 @@
+"""``stream``: messages from a broker into Parquet with Spark Structured Streaming, resumable.
+
+    fastframe stream DESTINATION... --out DIR [--checkpoint DIR] [--host H --port P ...]
+        read a broker's queue (consume=ack) or RabbitMQ stream queue (consume=stream)
+        into Parquet under DIR, with Spark's checkpoint in DIR.checkpoint (or --checkpoint)
+
+Progress goes to stderr, one line per finished batch. Ctrl-C (or SIGTERM) stops the query between
+batches' bookkeeping steps, cleanly: a rerun with the same folders resumes where it stopped
+(consume=stream: exactly once; consume=ack: at-least-once, what was not acknowledged comes again).
+``--available-now`` stops on its own once what the broker held at the start is written.
+
+PySpark is imported only when ``stream`` runs, and only through the public ``fastframe.spark`` API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from ._args import int_at_least
+
+_positive = int_at_least(1)
+
+
+def _option(text: str) -> Any:
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return name, value
+
+
+def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
+    """Add ``stream`` to an argparse subparsers object; return its handler by name."""
+    cmd = commands.add_parser(
+        "stream",
+        help="stream a broker's messages into Parquet with Spark (checkpointed, resumable)",
+        description="Read messages from a STOMP broker with Spark Structured Streaming and write them as Parquet. "
+        "Ctrl-C stops cleanly; a rerun with the same --out and --checkpoint resumes.",
+    )
+    cmd.add_argument("destinations", nargs="+", metavar="DESTINATION", help="e.g. /queue/events")
+    cmd.add_argument("--out", required=True, metavar="DIR", help="output folder for the Parquet files")
+    cmd.add_argument("--checkpoint", metavar="DIR", help="Spark's checkpoint folder (default: DIR.checkpoint)")
+    cmd.add_argument("--host", default="127.0.0.1", help="broker host (default 127.0.0.1)")
+    cmd.add_argument("--port", type=_positive, default=61613, help="broker STOMP port (default 61613)")
+    cmd.add_argument("--login", help="login")
+    cmd.add_argument("--passcode", help="passcode (also FASTFRAME_PASSCODE)")
+    cmd.add_argument("--vhost", default="/", help="CONNECT's host header, RabbitMQ's virtual host (default /)")
+    cmd.add_argument(
+        "--consume", choices=("ack", "stream"), default="ack",
+        help="ack: any queue, acknowledged once written (at-least-once, default); "
+        "stream: RabbitMQ stream queues by offset (exactly once)",
+    )  # fmt: skip
+    cmd.add_argument("--starting-offsets", default="earliest", metavar="WHERE", help="consume=stream: earliest "
+                     "(default), latest, an offset, timestamp=SECONDS")  # fmt: skip
+    cmd.add_argument("--max-messages", type=_positive, default=10_000, metavar="N", help="per batch (default 10000)")
+    cmd.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS", help="start a batch at most this often")
+    cmd.add_argument("--available-now", action="store_true", help="stop once what the broker holds now is written")
+    cmd.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default local[2])")
+    cmd.add_argument("--option", action="append", type=_option, default=[], metavar="KEY=VALUE",
+                     help="any other source option (e.g. timeout=60)")  # fmt: skip
+    cmd.add_argument("--conf", action="append", type=_option, default=[], metavar="KEY=VALUE", help="Spark setting")
+    cmd.add_argument("--no-progress", action="store_true", help="no progress lines")
+    return {"stream": cmd_stream}
+
+
+def _source_options(args: argparse.Namespace) -> Dict[str, str]:
+    options = {
+        "host": args.host,
+        "port": str(args.port),
+        "vhost": args.vhost,
+        "destination": ",".join(args.destinations),
+        "consume": args.consume,
+        "maxMessagesPerTrigger": str(args.max_messages),
+    }
+    passcode = args.passcode if args.passcode is not None else os.environ.get("FASTFRAME_PASSCODE")
+    for name, value in (("login", args.login), ("passcode", passcode)):
+        if value is not None:
+            options[name] = value
+    if args.consume == "stream":
+        options["startingOffsets"] = args.starting_offsets
+    options.update(dict(args.option))
+    return options
+
+
+def _reason(exc: BaseException) -> str:
+    """The source's own words (``BrokerError: ...`` / ``ValueError: ...``) out of Spark's long message."""
+    text = str(exc)
+    found = re.findall(r"(?:BrokerError|ValueError): (.+)", text)
+    return found[-1].strip() if found else text.strip().splitlines()[0][:500]
+
+
+def _progress_line(progress: Dict[str, Any], total: int, started: float) -> str:
+    rows = int(progress.get("numInputRows") or 0)
+    rate = float(progress.get("processedRowsPerSecond") or 0.0)
+    return (
+        f"fastframe stream: batch {progress.get('batchId')}: {rows} messages ({rate:,.0f}/s); "
+        f"{total} in {time.monotonic() - started:.0f} s"
+    )
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    out = os.path.abspath(args.out)
+    checkpoint = os.path.abspath(args.checkpoint or out.rstrip(os.sep) + ".checkpoint")
+    if args.trigger < 0:
+        print("fastframe stream: --trigger must not be negative", file=sys.stderr)
+        return 2
+    from ..spark import get_session
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stop.set()
+
+    spark = get_session(args.master, app_name="fastframe stream", conf=dict(args.conf))
+    # after the session: PySpark's own SIGINT handler (cancel every job) would replace ours
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        reader = spark.readStream.format("stomp")
+        for name, value in _source_options(args).items():
+            reader = reader.option(name, value)
+        writer = reader.load().writeStream.format("parquet").option("checkpointLocation", checkpoint)
+        if args.available_now:
+            writer = writer.trigger(availableNow=True)
+        elif args.trigger:
+            writer = writer.trigger(processingTime=f"{args.trigger} seconds")
+        query = writer.start(out)
+        return _follow(query, stop, args.no_progress, out, checkpoint)
+    except Exception as exc:  # a bad option: Spark's analysis error holds the reason
+        print(f"fastframe stream: {_reason(exc)}", file=sys.stderr)
+        return 1
+    finally:
+        spark.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint: str) -> int:
+    started = time.monotonic()
+    total = 0
+    seen: Optional[int] = None
+    failure: Optional[BaseException] = None
+    while not stop.is_set():
+        try:
+            if query.awaitTermination(0.5):
+                break
+        except Exception as exc:
+            failure = exc
+            break
+        for progress in _new_progress(query, seen):
+            seen = progress["batchId"]
+            total += int(progress.get("numInputRows") or 0)
+            if not quiet:
+                print(_progress_line(progress, total, started), file=sys.stderr, flush=True)
+    if stop.is_set():
+        print("fastframe stream: stopping (a rerun resumes from the checkpoint)", file=sys.stderr, flush=True)
+    query.stop()
+    for progress in _new_progress(query, seen):
+        total += int(progress.get("numInputRows") or 0)
+    if failure is None:
+        failure = query.exception()
+    if failure is not None:
+        print(f"fastframe stream: the query failed: {_reason(failure)}", file=sys.stderr)
+        return 1
+    print(f"fastframe stream: {total} messages written to {out} (checkpoint {checkpoint})", file=sys.stderr)
+    return 0
+
+
+def _new_progress(query: Any, seen: Optional[int]) -> List[Dict[str, Any]]:
+    return [p for p in query.recentProgress if seen is None or p["batchId"] > seen]
