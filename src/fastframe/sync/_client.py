@@ -375,7 +375,9 @@ def connect(
     in the client's I/O thread: they must not block nor call the client. ``outbox``: how many calls
     nobody waits for (SEND, ACK without a receipt) may wait for the I/O thread before a caller blocks
     (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
-    ERROR answer to CONNECT, :class:`TimeoutError`, ``ConnectionClosedError``).
+    ERROR answer to CONNECT, :class:`TimeoutError`, ``ConnectionClosedError``). Each attempt waits at
+    most ``connect_timeout``; with a ``reconnect`` policy of unlimited attempts, connecting goes on
+    until one succeeds (Ctrl-C stops it), as with :func:`fastframe.aio.connect`.
     """
     runner = LoopThread.acquire()
 
