@@ -31,12 +31,12 @@ Why the asyncio client on a private loop thread, and not a second client on
 side by side (``python -m bench.sync_clients --designs``: RabbitMQ on loopback, client CPU per
 message, each in a process of its own). The socket-owning thread, in its cheapest possible form (a
 prototype with no heart-beats, flow control, receipts or reconnect), was no cheaper: 11.1-18.1 µs per
-message against 11.0-16.2 for this client over four runs on a loaded 2-core machine (the asyncio
-client itself: 6.7-9.8; stomp.py: 28-34). What the asyncio client costs is decoding and routing,
+message against 10.9-16.2 for this client over five runs on a loaded 2-core machine (the asyncio
+client itself: 5.8-9.8; stomp.py: 28-34). What the asyncio client costs is decoding and routing,
 which both designs pay; what a thread of our own would save, the asyncio machinery, it spends again
 on blocking socket calls that give up the GIL on every read and write. Reusing the asyncio client
-costs about 1.3-1.6 times its CPU per message (calls cross threads in batches: one append per SEND,
-one wake-up of a consumer per batch of messages) and gives one implementation of every rule the
+costs 1.3-1.9 times its CPU per message (calls cross threads in batches: one append per SEND, one
+wake-up of a consumer per batch of messages) and gives one implementation of every rule the
 asyncio client already gets right and tests (flow control with heart-beat probes, read coalescing,
 receipt bookkeeping, reconnect). All clients of a process share one such I/O thread.
 """
