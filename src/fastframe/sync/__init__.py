@@ -33,8 +33,9 @@ message, each in a process of its own). The socket-owning thread, in its cheapes
 prototype with no heart-beats, flow control, receipts or reconnect), was no cheaper: 11.1-18.1 µs per
 message against 10.9-16.2 for this client over five runs on a loaded 2-core machine (the asyncio
 client itself: 5.8-9.8; stomp.py: 28-34). What the asyncio client costs is decoding and routing,
-which both designs pay; what a thread of our own would save, the asyncio machinery, it spends again
-on blocking socket calls that give up the GIL on every read and write. Reusing the asyncio client
+which both designs pay; what a thread of our own saves, the asyncio machinery, the prototype spent
+again on a system call per SEND (a write under a lock, with no batching of writes) and on reads
+that are not coalesced. Reusing the asyncio client
 costs 1.3-1.9 times its CPU per message (calls cross threads in batches: one append per SEND, one
 wake-up of a consumer per batch of messages) and gives one implementation of every rule the
 asyncio client already gets right and tests (flow control with heart-beat probes, read coalescing,
