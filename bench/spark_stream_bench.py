@@ -1,19 +1,21 @@
 """Streaming from a broker into Parquet, against the two ceilings, in one run (live RabbitMQ needed).
 
-    python -m bench.spark_stream_bench                          # 100,000 messages of 200 bytes, local[2]
+    python -m bench.spark_stream_bench                          # 200,000 messages of 200 bytes, local[2]
     python -m bench.spark_stream_bench --messages 20000 --batch 5000   # quick
 
 Source (messages/s, on one RabbitMQ stream queue filled beforehand):
 
 1. **asyncio client alone**: ``fastframe.aio`` draining the stream from its first offset in this process
    (``ack:client``, the same prefetch as the source's tasks): the client's ceiling on this machine;
-2. **Spark's rate source into Parquet**: ``rate-micro-batch`` rows shaped like the stomp rows (the same
-   body size), the same rows per batch: Spark's ceiling for a micro-batch into Parquet;
+2. **Spark's rate source into Parquet**: ``rate-micro-batch`` rows with the stomp rows' schema (the
+   same body size, nine headers as array and map), the same rows per batch: Spark's ceiling for a
+   micro-batch of these rows into Parquet;
 3. **stomp source into Parquet**: ``spark.readStream.format("stomp")`` with ``consume=stream`` and
    ``maxMessagesPerTrigger`` = ``--batch``, into a checkpointed Parquet sink.
 
-Spark rates are rows over the summed ``triggerExecution`` time of every batch but the first (the
-first pays for starting Python workers): the steady state. The target (issue 20): the stomp source at
+Spark rates are rows over the summed ``triggerExecution`` time of every batch but the first two
+(they pay for starting the Python workers): the steady state. The stomp source reads its one
+destination with ``minPartitions`` = 2 (two tasks, each subscribed at its own offset). The target (issue 20): the stomp source at
 70% or more of the lower ceiling.
 
 Sink (messages/s): the same rows written by ``df.write.format("stomp")`` (every SEND confirmed by a
@@ -27,6 +29,8 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,11 +39,30 @@ from typing import Any, Dict, List
 import fastframe.aio as aio
 
 HOST, PORT = "127.0.0.1", 61613
+HEADERS = ("subscription", "destination", "message-id", "redelivered", "ack", "n", "x-stream-offset", "receipt",
+           "content-length")  # fmt: skip
 CLIENT = {"login": "guest", "passcode": "guest", "host_header": "/", "escapes": "1.2"}
 
 
+QUEUES: List[str] = []
+
+
 def _queue(label: str) -> str:
-    return f"ff-bench-{label}-{os.urandom(4).hex()}"
+    QUEUES.append(f"ff-bench-{label}-{os.urandom(4).hex()}")
+    return QUEUES[-1]
+
+
+def _delete_queues() -> None:
+    """Delete the run's stream queues with ``rabbitmqctl`` when this machine has it (STOMP cannot)."""
+    ctl = shutil.which("rabbitmqctl")
+    if not QUEUES or ctl is None:
+        return
+    names = ", ".join(f'<<"{name}">>' for name in QUEUES)
+    code = (
+        '[case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of {ok, Q} -> '
+        f'rabbit_amqqueue:delete(Q, false, false, <<"fastframe-bench">>); Other -> Other end || N <- [{names}]].'
+    )
+    subprocess.run([ctl, "eval", code], capture_output=True, timeout=60, check=False)
 
 
 async def _declare(client: Any, queue: str) -> None:
@@ -92,17 +115,20 @@ async def _drain(queue: str, count: int, prefetch: int) -> float:
 
 def _steady_rate(query: Any) -> Dict[str, float]:
     progress = [p for p in query.recentProgress if p["numInputRows"]]
-    warm = progress[1:] or progress
+    warm = progress[2:] or progress  # the first two batches start the Python workers
     rows = sum(p["numInputRows"] for p in warm)
     millis = sum(p["durationMs"]["triggerExecution"] for p in warm)
     total = sum(p["numInputRows"] for p in progress)
-    return {"rate": rows / (millis / 1000.0) if millis else 0.0, "batches": len(progress), "rows": total}
+    details = [[p["numInputRows"], p["durationMs"]["triggerExecution"], p["durationMs"].get("latestOffset", 0)]
+               for p in progress]  # fmt: skip
+    rate = rows / (millis / 1000.0) if millis else 0.0
+    return {"rate": rate, "batches": len(progress), "rows": total, "details": details}
 
 
 def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, float]:
     reader = spark.readStream.format("stomp")
     options = {"host": HOST, "port": str(PORT), "login": "guest", "passcode": "guest", "consume": "stream"}
-    options.update({"destination": f"/queue/{queue}", "maxMessagesPerTrigger": str(batch)})
+    options.update({"destination": f"/queue/{queue}", "maxMessagesPerTrigger": str(batch), "minPartitions": "2"})
     for name, value in options.items():
         reader = reader.option(name, value)
     started = time.perf_counter()
@@ -129,9 +155,17 @@ def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str) -> 
             "'/queue/bench' as destination",
             "value as offset",
             "cast(value as string) as message_id",
+            "'sub-1' as subscription",
+            "false as redelivered",
             f"unhex(repeat('00', {size})) as body",
             "timestamp as received_at",
+            "'c' as codec",
+            # the headers a RabbitMQ stream MESSAGE carries (9 of them), as array and map
+            "array("
+            + ", ".join(f"named_struct('name', '{name}', 'value', cast(value as string))" for name in HEADERS)
+            + ") as headers",
         )  # fmt: skip
+        .selectExpr("*", "map_from_entries(headers) as header_map")
         .writeStream.format("parquet")
         .option("checkpointLocation", os.path.join(folder, "rate-ck"))
         .start(os.path.join(folder, "rate-out"))
@@ -167,7 +201,7 @@ def _stomp_sink(spark: Any, count: int, size: int, window: int) -> float:
 
 def main(argv: Any = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--messages", type=int, default=100_000)
+    parser.add_argument("--messages", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=20_000, help="maxMessagesPerTrigger and rowsPerBatch")
     parser.add_argument("--size", type=int, default=200, help="body bytes")
     parser.add_argument("--prefetch", type=int, default=1000)
@@ -189,6 +223,7 @@ def main(argv: Any = None) -> int:
     client_receipts = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, True))
     client_plain = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, False))
     spark.stop()
+    _delete_queues()
     ceiling = min(client_drain, rate["rate"])
     result = {
         "messages": args.messages, "batch": args.batch, "body_bytes": args.size,
@@ -196,6 +231,7 @@ def main(argv: Any = None) -> int:
             "asyncio_client_drain": round(client_drain), "spark_rate_source_to_parquet": round(rate["rate"]),
             "stomp_stream_to_parquet": round(stomp["rate"]), "stomp_wall_incl_startup": round(args.messages / stomp["wall"]),
             "stomp_batches": stomp["batches"], "of_lower_ceiling": round(stomp["rate"] / ceiling, 3),
+            "stomp_batch_rows_ms_latestoffset_ms": stomp["details"], "rate_batch_rows_ms": rate["details"],
         },
         "sink": {
             "stomp_write_with_receipts": round(sink), "asyncio_client_with_receipts": round(client_receipts),

@@ -9,17 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
+
+import pytest
 
 import fastframe.aio as aio
 from interop._live import BROKERS, HOST, require_broker, run
 
-__all__ = ["BROKERS", "HOST", "require_broker", "run"]
+__all__ = ["BROKERS", "HOST", "delete_streams", "require_broker", "run"]
 
 HERE = Path(__file__).resolve().parent
 RABBIT = BROKERS["rabbitmq"]
@@ -47,7 +50,31 @@ def message(n: int) -> Tuple[bytes, Dict[str, str]]:
     return body, {"n": str(n), "k": f"a:b\nc\\d {n}", "colon:name": "v\r"[: 1 + n % 2]}
 
 
+#: Stream queues declared by this test session: deleted at its end (they stay on the broker otherwise, and a
+#: RabbitMQ holding many streams spends CPU on them).
+STREAMS: List[str] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def delete_streams() -> Iterator[None]:
+    """At the end of the session, delete the stream queues it declared (``rabbitmqctl`` on this machine, when
+    there is one; bounded, best effort: STOMP cannot delete a queue)."""
+    yield
+    ctl = shutil.which("rabbitmqctl")
+    if not STREAMS or ctl is None:
+        return
+    names = ", ".join(f'<<"{name}">>' for name in STREAMS)
+    code = (
+        '[case rabbit_amqqueue:lookup(rabbit_misc:r(<<"/">>, queue, N)) of {ok, Q} -> '
+        'rabbit_amqqueue:delete(Q, false, false, <<"fastframe-tests">>); Other -> Other end '
+        f"|| N <- [{names}]]."
+    )
+    subprocess.run([ctl, "eval", code], capture_output=True, timeout=60, check=False)
+
+
 async def _declare_stream(client: Any, queue: str) -> None:
+    if queue not in STREAMS:
+        STREAMS.append(queue)
     sub = await client.subscribe(
         f"/queue/{queue}",
         ack="client",

@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 from typing import Any, List
 
-from .stream_helpers import RABBIT, check_rows, new_queue, publish_stream, read_rows, require_broker
+from .stream_helpers import (
+    RABBIT,
+    check_rows,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
+    new_queue,
+    publish_stream,
+    read_rows,
+    require_broker,
+)
 
 FASTFRAME = shutil.which("fastframe", path=str(Path(sys.executable).parent)) or "fastframe"
 

@@ -14,7 +14,15 @@ from fastframe.spark._stream_options import sink_options, source_options
 from fastframe.spark._stream_read import read_range
 from fastframe.spark._stream_source import AckQueueReader, StreamQueueReader, stream_reader
 
-from .stream_helpers import BROKERS, RABBIT, declare_stream, new_queue, publish_queue, require_broker
+from .stream_helpers import (
+    BROKERS,
+    RABBIT,
+    declare_stream,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
+    new_queue,
+    publish_queue,
+    require_broker,
+)
 from .stream_helpers import source_options as live_options
 
 
@@ -124,3 +132,19 @@ def test_a_failed_query_shows_the_reason(spark: Any, tmp_path: Any) -> None:
         assert "option destination" in str(caught.value)
     finally:
         started.stop()
+
+
+def test_readme_option_table_matches_the_code() -> None:
+    import re
+    from pathlib import Path
+
+    from fastframe.spark._stream_options import broker_option_names
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = re.search(r"^### Streaming from a broker\n(.*?)(?=^##)", readme, re.M | re.S)
+    assert section, "README has no 'Streaming from a broker' section"
+    rows = re.findall(r"^\| (`[^|]+)\|", section.group(1), re.M)
+    documented = {name for row in rows for name in re.findall(r"`([A-Za-z]+)`", row)}
+    documented.add("destinations")  # (mentioned in the destination row's text)
+    documented.add("servers")
+    assert documented == set(broker_option_names("source")) | set(broker_option_names("sink"))

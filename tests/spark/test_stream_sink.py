@@ -12,6 +12,7 @@ import pytest
 from .stream_helpers import (
     BROKERS,
     RABBIT,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
     drain,
     message,
     new_queue,

@@ -21,6 +21,7 @@ from .stream_helpers import (
     QueryProcess,
     batches,
     check_rows,
+    delete_streams,  # noqa: F401  (deletes the streams a session declared)
     drain,
     in_flight,
     new_queue,
@@ -52,7 +53,10 @@ def _max_batch_rows(checkpoint: Path) -> int:
 def test_stream_queue_exactly_once_across_a_restart(spark: Any, tmp_path: Path, rabbitmq: None) -> None:
     queue = new_queue("stream")
     publish_stream(queue, range(10_000))
-    options = source_options("rabbitmq", f"/queue/{queue}", consume="stream", maxMessagesPerTrigger=2500)
+    # two tasks per batch, each reading half of its range (minPartitions)
+    options = source_options(
+        "rabbitmq", f"/queue/{queue}", consume="stream", maxMessagesPerTrigger=2500, minPartitions=2
+    )
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     with Query(spark, options, out, checkpoint) as query:
         query.processAllAvailable()
@@ -71,7 +75,7 @@ def test_stream_queue_exactly_once_across_a_restart(spark: Any, tmp_path: Path, 
 def test_stream_queue_exactly_once_when_killed_mid_batch(spark: Any, tmp_path: Path, rabbitmq: None) -> None:
     queue = new_queue("stream-kill")
     publish_stream(queue, range(10_000))
-    options = source_options("rabbitmq", f"/queue/{queue}", consume="stream", maxMessagesPerTrigger=1000)
+    options = source_options("rabbitmq", f"/queue/{queue}", consume="stream", maxMessagesPerTrigger=2000)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     child = QueryProcess(options, out, checkpoint)
     try:
@@ -111,8 +115,8 @@ def test_stream_queue_trigger_available_now_and_two_destinations(spark: Any, tmp
 def test_queue_clean_run_leaves_nothing_and_kill_loses_nothing(spark: Any, tmp_path: Path, broker: str) -> None:
     require_broker(BROKERS[broker])
     destination = f"/queue/{new_queue('ack')}"
-    publish_queue(broker, destination, range(3000))
-    options = source_options(broker, destination, maxMessagesPerTrigger=500)
+    publish_queue(broker, destination, range(1500))
+    options = source_options(broker, destination, maxMessagesPerTrigger=300)
     out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
     # killed while a batch is planned and not committed: its messages (and any later ones received but not
     # acknowledged) go back to the queue
@@ -122,11 +126,11 @@ def test_queue_clean_run_leaves_nothing_and_kill_loses_nothing(spark: Any, tmp_p
         child.kill()
     finally:
         child.close()
-    publish_queue(broker, destination, range(3000, 3500))
+    publish_queue(broker, destination, range(1500, 1800))
     with Query(spark, options, out, checkpoint) as query:
         query.processAllAvailable()
     rows = read_rows(spark, out)
-    check_rows(rows, range(3500), exactly_once=False)  # at-least-once
+    check_rows(rows, range(1800), exactly_once=False)  # at-least-once
     assert any(row["redelivered"] for row in rows) or broker == "activemq"
     # a clean run acknowledged everything it wrote: the queue is empty
     assert drain(broker, destination, quiet=1.0) == []

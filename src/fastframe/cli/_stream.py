@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._args import int_at_least
 
@@ -152,16 +152,11 @@ def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint
         except Exception as exc:
             failure = exc
             break
-        for progress in _new_progress(query, seen):
-            seen = progress["batchId"]
-            total += int(progress.get("numInputRows") or 0)
-            if not quiet:
-                print(_progress_line(progress, total, started), file=sys.stderr, flush=True)
+        seen, total = _report(query, seen, total, started, quiet)
     if stop.is_set():
         print("fastframe stream: stopping (a rerun resumes from the checkpoint)", file=sys.stderr, flush=True)
     query.stop()
-    for progress in _new_progress(query, seen):
-        total += int(progress.get("numInputRows") or 0)
+    seen, total = _report(query, seen, total, started, quiet)
     if failure is None:
         failure = query.exception()
     if failure is not None:
@@ -171,5 +166,13 @@ def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint
     return 0
 
 
-def _new_progress(query: Any, seen: Optional[int]) -> List[Dict[str, Any]]:
-    return [p for p in query.recentProgress if seen is None or p["batchId"] > seen]
+def _report(query: Any, seen: Optional[int], total: int, started: float, quiet: bool) -> Tuple[Optional[int], int]:
+    """Print a line for each batch that ended since ``seen``; return the last batch id and the new total."""
+    for progress in query.recentProgress:
+        if seen is not None and progress["batchId"] <= seen:
+            continue
+        seen = progress["batchId"]
+        total += int(progress.get("numInputRows") or 0)
+        if not quiet:
+            print(_progress_line(progress, total, started), file=sys.stderr, flush=True)
+    return seen, total

@@ -15,6 +15,14 @@ in wire order), ``header_map`` (first wins), ``body`` (binary),
 ``error_code, error_reason`` (error rows only) and ``codec`` (the twin that
 decoded it). Reader and writer options: see the README's Spark section and
 :func:`option_names`.
+
+With a ``host`` (or ``servers``) option the same format talks to a broker:
+``spark.readStream.format("stomp")`` reads RabbitMQ stream queues by offset
+(``consume=stream``, exactly once into a checkpointed file sink) or any queue
+with acknowledgements after each batch commits (``consume=ack``,
+at-least-once), and ``df.write.format("stomp")`` /
+``df.writeStream.format("stomp")`` send rows as SENDs confirmed by receipts;
+the rows and the options: the README's "Streaming from a broker".
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "prefetch": ("int", 0),  # 0: chosen from maxMessagesPerTrigger
     "pollTimeout": ("seconds", 0.2),  # how long a trigger waits for a first message (ack) or for the end (stream)
     "maxRecordsPerBatch": ("int", 10_000),
+    "minPartitions": ("int", 1),  # consume=stream: a destination's range is cut into this many tasks
 }
 
 _SINK_OPTIONS: Dict[str, Tuple[str, Any]] = {
@@ -143,6 +144,7 @@ class SourceOptions(NamedTuple):
     prefetch: int
     poll_timeout: float
     max_records_per_batch: int
+    min_partitions: int
 
 
 def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
@@ -195,8 +197,9 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
     for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "prefetch"):
         if values[name] < 0:
             raise ValueError(f"option {name} must not be negative, not {values[name]}")
-    if values["maxRecordsPerBatch"] < 1:
-        raise ValueError(f"option maxRecordsPerBatch must be at least 1, not {values['maxRecordsPerBatch']}")
+    for name in ("maxRecordsPerBatch", "minPartitions"):
+        if values[name] < 1:
+            raise ValueError(f"option {name} must be at least 1, not {values[name]}")
     if consume == "stream":
         for dest in destinations:
             if stream_queue(dest) is None:
@@ -215,6 +218,7 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
         prefetch=prefetch,
         poll_timeout=values["pollTimeout"],
         max_records_per_batch=values["maxRecordsPerBatch"],
+        min_partitions=values["minPartitions"],
     )
 
 
@@ -255,7 +259,7 @@ def sink_options(options: Mapping[str, Any], columns: List[str]) -> SinkOptions:
     )
 
 
-def option_names(kind: str) -> List[str]:
+def broker_option_names(kind: str) -> List[str]:
     """The broker options of the source (``"source"``) or the sink (``"sink"``)."""
     extra = _SOURCE_OPTIONS if kind == "source" else _SINK_OPTIONS
     return sorted(set(_CONNECTION_OPTIONS) | set(extra))

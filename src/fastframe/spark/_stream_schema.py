@@ -76,7 +76,8 @@ def check_stream_schema(schema: Any) -> None:
 def messages_to_batch(
     destination: str, messages: Sequence[Any], offsets: Optional[Sequence[int]], codec: str, schema: Any = None
 ) -> Any:
-    """One Arrow record batch of :class:`fastframe.aio.Message` objects (``offsets``: their stream offsets)."""
+    """One Arrow record batch of :class:`fastframe.aio.Message` objects of one subscription (``offsets``:
+    their stream offsets)."""
     import pyarrow as pa
 
     schema = schema or stream_arrow_schema()
@@ -102,14 +103,14 @@ def messages_to_batch(
     header_map = pa.MapArray.from_arrays(map_offsets, map_names, map_values, type=schema.field("header_map").type)
     bodies = [message.body for message in messages]
     ids = [message.message_id for message in messages]
-    subs = [message.get("subscription") for message in messages]
+    first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
     redelivered = [message.get("redelivered") == "true" for message in messages]
     now = int(time.time() * 1_000_000)
     columns = {
         "destination": pa.repeat(pa.scalar(destination, pa.string()), n),
         "offset": pa.array(offsets, pa.int64()) if offsets is not None else pa.nulls(n, pa.int64()),
         "message_id": pa.array(ids, pa.string()),
-        "subscription": pa.array(subs, pa.string()),
+        "subscription": pa.repeat(pa.scalar(first_sub, pa.string()), n),
         "redelivered": pa.array(redelivered, pa.bool_()),
         "headers": headers,
         "header_map": header_map,

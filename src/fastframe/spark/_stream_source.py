@@ -120,11 +120,15 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = {dest: find_end(self.opts, dest, 0, 0) for dest in self.opts.destinations}
 
     def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
-        return [
-            RangePartition(dest, start.get(dest, end[dest]), end[dest])
-            for dest in self.opts.destinations
-            if dest in end and end[dest] > start.get(dest, end[dest])
-        ]
+        # one task per destination, or minPartitions tasks each reading a piece of its range (each
+        # subscribes at its own first offset: a stream is read at several places at once)
+        out: List[InputPartition] = []
+        for dest in self.opts.destinations:
+            first, last = start.get(dest, end.get(dest, 0)), end.get(dest, 0)
+            pieces = max(1, min(self.opts.min_partitions, last - first))
+            bounds = [first + (last - first) * i // pieces for i in range(pieces + 1)]
+            out.extend(RangePartition(dest, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
+        return out
 
     def read(self, partition: Any) -> Iterator[Any]:
         from ._stream_read import read_range
