@@ -58,7 +58,7 @@ autodoc_default_options = {
 # against offline (intersphinx would fetch one), so they are the only ones let through.
 nitpicky = True
 nitpick_ignore_regex = [
-    (r"py:.*", r"(typing|typing_extensions|collections\.abc|abc|enum|asyncio|ssl|random|argparse|os|io)\..*"),
+    (r"py:.*", r"(typing|typing_extensions|collections\.abc|abc|enum|asyncio|ssl|random|argparse|os|io|threading)\..*"),
     (r"py:.*", r"(pyspark|pyarrow|pandas|fsspec)(\..*)?"),
     (r"py:.*", r"_?[A-Z][A-Za-z]*(Hook|Like|Type|Headers|Handler|Connector)"),  # private type aliases
     (
@@ -97,6 +97,7 @@ PUBLIC_MODULES = [
     "fastframe.sample_archive",
     "fastframe.protocol",
     "fastframe.aio",
+    "fastframe.sync",
     "fastframe.server",
     "fastframe.broker",
     "fastframe.spark",

@@ -1,0 +1,397 @@
+"""The blocking client: ``with connect(...) as client``; a :class:`fastframe.aio.Client` on a private loop."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import random
+import ssl as _ssl
+import threading
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+
+from .. import aio
+from ._loop import ConnectionClosedLater, LoopThread, Outbox, blocking_timeout
+from ._subscription import Message, Subscription, Transaction
+
+__all__ = ["Client", "connect"]
+
+T = TypeVar("T")
+Headers = Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]]
+_JOIN = 5.0  # seconds to wait for the I/O thread and callback workers to end when closing
+
+
+class Client:
+    """A STOMP client whose calls block; make one with :func:`connect`. Every method may be called from
+    any thread; the frames go out whole, in the order of the calls."""
+
+    def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int) -> None:
+        self._runner = runner
+        self._released = False
+        self._inner = inner
+        self._outbox = Outbox(runner, outbox_limit, inner.send)
+        self._subscriptions: List[Subscription] = []
+        self._over = threading.Event()  # the asyncio client is over: no reconnect left
+        self._cause: Optional[BaseException] = None
+        self._lock = threading.Lock()
+        self._ids = 0
+        self.timeout = inner.timeout
+        asyncio.run_coroutine_threadsafe(self._watch(), runner.loop)
+
+    async def _watch(self) -> None:
+        self._ended(await self._inner.wait_closed())
+
+    def _ended(self, cause: Optional[BaseException]) -> None:
+        if not self._over.is_set():
+            self._cause = cause
+            self._over.set()
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def async_client(self) -> aio.Client:
+        """The :class:`fastframe.aio.Client` underneath (call its coroutines on :attr:`loop` only)."""
+        return self._inner
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The private event loop (its thread runs the socket, heart-beats, hooks)."""
+        return self._runner.loop
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a session is connected now."""
+        return not self._over.is_set() and self._inner.is_connected
+
+    @property
+    def version(self) -> Optional[str]:
+        """The negotiated STOMP version of the current session."""
+        return self._inner.version
+
+    @property
+    def connections(self) -> int:
+        """How many sessions reached CONNECTED (1 after connect, +1 per reconnect)."""
+        return self._inner.connections
+
+    @property
+    def server(self) -> Optional[Any]:
+        """The ``Connected`` event of the current session (its ``frame``, ``version``, ``heartbeat``)."""
+        session = self._inner.session
+        if session is None or not session.connected.done() or session.connected.exception() is not None:
+            return None
+        return session.connected.result()
+
+    def _new_id(self, prefix: str) -> str:
+        with self._lock:
+            self._ids += 1
+            return f"{prefix}{self._ids}"
+
+    # ------------------------------------------------------------------ the road to the loop
+
+    def _check(self) -> None:
+        failure, self._outbox.failure = self._outbox.failure, None
+        if failure is not None:
+            raise failure
+        if self._over.is_set():
+            raise self._closed_error()
+
+    def _closed_error(self) -> aio.ConnectionClosedError:
+        cause = self._cause
+        if isinstance(cause, aio.ConnectionClosedError):
+            return cause
+        error = aio.ConnectionClosedError(f"the client is closed: {cause}" if cause else "the client is closed")
+        error.__cause__ = cause
+        return error
+
+    def _post(self, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
+        """Queue a call nobody waits for; a failure is raised by the next call."""
+        self._check()
+        try:
+            self._outbox.put(call, args, None, self.timeout)
+        except ConnectionClosedLater:
+            raise self._closed_error() from None
+
+    def _call(self, timeout: Optional[float], call: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Queue a call and wait for its result (at most ``timeout``, the client's when None)."""
+        if self._runner.in_loop:
+            raise RuntimeError("a blocking fastframe.sync call from the client's own I/O thread (a hook?)")
+        self._check()
+        limit = self.timeout if timeout is None else timeout
+        waiter: concurrent.futures.Future[T] = concurrent.futures.Future()
+        try:
+            self._outbox.put(call, args, waiter, limit)
+        except ConnectionClosedLater:
+            raise self._closed_error() from None
+        try:
+            return waiter.result(limit)
+        except BaseException as exc:
+            waiter.cancel()  # (not run yet: it never will)
+            error = blocking_timeout(exc)
+            if error is exc:
+                raise
+            raise error from exc
+
+    # ------------------------------------------------------------------ the API
+
+    def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """SEND. Without a receipt it returns once the frame is queued for the I/O thread (as a socket
+        write returns once the kernel has the bytes); with ``receipt=True`` once the server confirmed it."""
+        if not receipt:
+            if self._outbox.failure is not None or self._over.is_set():
+                self._check()
+            try:
+                self._outbox.post_send((destination, body, headers, content_type, transaction), self.timeout)
+            except ConnectionClosedLater:
+                raise self._closed_error() from None
+            return
+        self._call(timeout, self._send, destination, body, headers, content_type, transaction, timeout)
+
+    async def _send(self, destination: str, body: Any, headers: Any, content_type: Any, tx: Any, timeout: Any) -> None:
+        await self._inner.send(
+            destination, body, headers, content_type=content_type, transaction=tx, receipt=True, timeout=timeout
+        )
+
+    def subscribe(
+        self,
+        destination: str,
+        *,
+        ack: str = "auto",
+        headers: Headers = None,
+        id: Optional[str] = None,
+        max_queue: Optional[int] = None,
+        receipt: bool = True,
+        timeout: Optional[float] = None,
+        on_message: Optional[Callable[[Message], Any]] = None,
+        on_error: Optional[Callable[[BaseException], Any]] = None,
+    ) -> Subscription:
+        """SUBSCRIBE and return the :class:`Subscription` (an iterator of :class:`Message`).
+
+        With ``on_message`` a worker thread of the subscription calls it for each message, in order
+        (an exception it raises is logged, the next message follows); ``on_error(exc)`` is called
+        once if the subscription ends with an error (logged when it is not given).
+        """
+        bound = max_queue or self._inner.max_queue
+        if bound < 1:
+            raise ValueError("max_queue must be at least 1")
+        sub_id = id or self._new_id("sub-")
+        sub: Subscription = self._call(
+            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, timeout
+        )
+        if on_message is not None:
+            sub._start_worker(on_message, on_error)
+        return sub
+
+    async def _subscribe(
+        self, destination: str, ack: str, headers: Any, sub_id: str, bound: int, receipt: bool, timeout: Any
+    ) -> Subscription:
+        inner = await self._inner.subscribe(
+            destination, ack=ack, headers=headers, id=sub_id, max_queue=bound, receipt=receipt, timeout=timeout
+        )
+        sub = Subscription(self, inner, bound, asyncio.get_running_loop(), self._ended)
+        sub._start_pump()
+        self._subscriptions.append(sub)
+        return sub
+
+    def unsubscribe(self, sub: Subscription, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+        """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
+        self._call(timeout, self._unsubscribe, sub, receipt, timeout)
+        sub._join_worker(_JOIN)
+
+    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Any) -> None:
+        await self._inner.unsubscribe(sub._inner, receipt=receipt, timeout=timeout)
+
+    def ack(
+        self,
+        message: Message,
+        *,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """ACK ``message`` (what ``message.ack()`` does)."""
+        self._settle(self._inner.ack, message, transaction, receipt, timeout)
+
+    def nack(
+        self,
+        message: Message,
+        *,
+        transaction: Optional[str] = None,
+        receipt: bool = False,
+        timeout: Optional[float] = None,
+    ) -> None:
+        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later)."""
+        self._settle(self._inner.nack, message, transaction, receipt, timeout)
+
+    def _settle(self, method: Any, message: Message, tx: Optional[str], receipt: bool, timeout: Any) -> None:
+        if message.event.session is not self._inner.session:  # (checked again on the loop)
+            raise aio.StaleMessageError("cannot settle a message of an earlier connection; it will be redelivered")
+        if receipt:
+            self._call(timeout, self._settle_on_loop, method, message.event, tx, True, timeout)
+        else:
+            self._post(self._settle_on_loop, method, message.event, tx, False, timeout)
+
+    @staticmethod
+    async def _settle_on_loop(method: Any, message: aio.Message, tx: Any, receipt: bool, timeout: Any) -> None:
+        await method(message, transaction=tx, receipt=receipt, timeout=timeout)
+
+    def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
+        """``with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
+        return Transaction(self, id or self._new_id("tx-"), timeout)
+
+    def begin(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """BEGIN transaction ``tx`` (queued like a SEND: nothing to wait for)."""
+        self._post(self._begin, tx, timeout)
+
+    async def _begin(self, tx: str, timeout: Any) -> None:
+        await self._inner.begin(tx, timeout=timeout)
+
+    def commit(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """COMMIT ``tx``, waiting for its receipt."""
+        self._call(timeout, self._commit, tx, timeout)
+
+    async def _commit(self, tx: str, timeout: Any) -> None:
+        await self._inner.commit(tx, timeout=timeout)
+
+    def abort(self, tx: str, *, timeout: Optional[float] = None) -> None:
+        """ABORT ``tx``, waiting for its receipt."""
+        self._call(timeout, self._abort, tx, timeout)
+
+    async def _abort(self, tx: str, timeout: Any) -> None:
+        await self._inner.abort(tx, timeout=timeout)
+
+    def flush(self, *, timeout: Optional[float] = None) -> None:
+        """Wait until every call made before this one has been handed to the connection."""
+        self._call(timeout, _nothing)
+
+    # ------------------------------------------------------------------ ending
+
+    def disconnect(self, *, timeout: Optional[float] = None) -> bool:
+        """What was queued goes out, then DISCONNECT with a receipt, then the socket and the I/O thread
+        close; whether the RECEIPT confirmed it (see :meth:`fastframe.aio.Client.disconnect`)."""
+        limit = self.timeout if timeout is None else timeout
+        if self._over.is_set() or not self._runner.running:
+            self.close()
+            return False
+        try:
+            return self._call(limit, self._disconnect, limit)
+        finally:
+            self._shut_down()
+
+    async def _disconnect(self, limit: float) -> bool:
+        try:
+            return await self._inner.disconnect(timeout=limit)
+        finally:
+            await self._settle_pumps(limit)
+
+    def close(self) -> None:
+        """Close the socket now, without DISCONNECT: every waiter (a thread blocked in ``get()`` too)
+        fails at once with :class:`fastframe.aio.ConnectionClosedError`."""
+        if self._runner.running:
+            try:
+                self._runner.run(self._close(), self.timeout + 1.0)
+            except (aio.ConnectionClosedError, TimeoutError, RuntimeError):
+                pass
+        self._shut_down()
+
+    async def _close(self) -> None:
+        try:
+            await self._inner.close()
+        finally:
+            await self._settle_pumps(self.timeout)
+
+    async def _settle_pumps(self, limit: float) -> None:
+        pumps = [sub._pump for sub in self._subscriptions if sub._pump is not None]
+        if pumps:
+            await asyncio.wait(pumps, timeout=limit)  # they end with the subscriptions' end
+
+    def _shut_down(self) -> None:
+        self._over.set()
+        with self._lock:
+            released, self._released = self._released, True
+        if not released:
+            self._runner.release(_JOIN)
+        error = self._closed_error()
+        for sub in self._subscriptions:
+            sub._end(error)  # (a pump the loop's end cut short: its consumers wake all the same)
+            sub._join_worker(_JOIN)
+
+    def wait_closed(self, timeout: Optional[float] = None) -> Optional[BaseException]:
+        """Wait (at most ``timeout``: :class:`TimeoutError`) until the client is over (no reconnect
+        left); return the cause (``None``: disconnected)."""
+        if not self._over.wait(timeout):
+            raise TimeoutError(f"the client is still open after {timeout} s")
+        return self._cause
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Any) -> None:
+        if exc_type is None and self.is_connected:
+            self.disconnect()
+        else:
+            self.close()
+
+
+async def _nothing() -> None:
+    return None
+
+
+def connect(
+    host: str = "127.0.0.1",
+    port: int = 61613,
+    *,
+    ssl: Optional[_ssl.SSLContext] = None,
+    login: Optional[str] = None,
+    passcode: Optional[str] = None,
+    host_header: Optional[str] = None,
+    versions: Sequence[str] = ("1.0", "1.1", "1.2"),
+    heartbeat: Tuple[int, int] = (0, 0),
+    timeout: float = 10.0,
+    connect_timeout: float = 10.0,
+    max_queue: int = 100,
+    reconnect: Optional[aio.Reconnect] = None,
+    servers: Optional[Sequence[Tuple[str, int]]] = None,
+    frame_hook: Optional[Callable[[str, Optional[Any]], None]] = None,
+    wire_hook: Optional[Callable[[str, bytes], None]] = None,
+    rng: Optional[random.Random] = None,
+    coalesce_reads: float = 0.002,
+    outbox: int = 10_000,
+    **options: Any,
+) -> Client:
+    """Connect to a STOMP server and return the :class:`Client` (``with connect(...) as client``).
+
+    The options are :func:`fastframe.aio.connect`'s, with the same meaning (``reconnect``,
+    ``servers``, ``heartbeat``, ``ssl``, the hooks, and the :class:`fastframe.protocol.ClientConnection`
+    options such as ``escapes`` and the decoder's tolerances). ``frame_hook`` and ``wire_hook`` run
+    in the client's I/O thread: they must not block nor call the client. ``outbox``: how many calls
+    nobody waits for (SEND, ACK without a receipt) may wait for the I/O thread before a caller blocks
+    (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
+    ERROR answer to CONNECT, :class:`TimeoutError`, ``ConnectionClosedError``). Each attempt waits at
+    most ``connect_timeout``; with a ``reconnect`` policy of unlimited attempts, connecting goes on
+    until one succeeds (Ctrl-C stops it), as with :func:`fastframe.aio.connect`.
+    """
+    runner = LoopThread.acquire()
+
+    async def opening() -> aio.Client:
+        return await aio.connect(
+            host, port, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
+            heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
+            reconnect=reconnect, servers=servers, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng,
+            coalesce_reads=coalesce_reads, **options,
+        )  # fmt: skip
+
+    try:
+        inner = runner.run(opening(), None)  # (each attempt is bounded by connect_timeout)
+    except BaseException:
+        runner.release(_JOIN)
+        raise
+    return Client(runner, inner, outbox)

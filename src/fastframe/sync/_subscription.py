@@ -1,0 +1,357 @@
+"""What the blocking client's subscriptions yield, the subscriptions (bounded queues read from any
+thread), the worker thread of ``on_message`` callbacks, and transactions.
+
+A subscription has two halves: the :class:`fastframe.aio.Subscription` on the client's loop, whose
+bounded queue pauses reading from the socket when full, and a queue here that user threads take
+from. A pump task on the loop moves messages from the first to the second in batches, and stops
+moving them while the second is full: the first then fills and reading pauses, so memory stays
+bounded while a consumer sleeps: at most twice ``max_queue`` messages per subscription (three times
+while a receipt is awaited, when the asyncio half reads on to twice its bound for the RECEIPT).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Tuple, Type, Union
+
+from .. import aio
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
+
+log = logging.getLogger("fastframe.sync")
+Headers = Optional[Union[Dict[str, str], List[Tuple[str, str]]]]
+
+
+class ClientLike(Protocol):
+    """What messages, subscriptions and transactions call on their client (:class:`fastframe.sync.Client`):
+    its public methods (this module does not import the client's, which imports this one)."""
+
+    @property
+    def is_connected(self) -> bool:
+        """Whether a session is connected now."""
+
+    def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+    ) -> None:
+        """SEND."""
+
+    def ack(self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]) -> None:
+        """ACK ``message``."""
+
+    def nack(self, message: Message, *, transaction: Optional[str], receipt: bool, timeout: Optional[float]) -> None:
+        """NACK ``message``."""
+
+    def unsubscribe(self, sub: Subscription, *, receipt: bool, timeout: Optional[float]) -> None:
+        """UNSUBSCRIBE ``sub``."""
+
+    def begin(self, tx: str, *, timeout: Optional[float]) -> None:
+        """BEGIN ``tx``."""
+
+    def commit(self, tx: str, *, timeout: Optional[float]) -> None:
+        """COMMIT ``tx``."""
+
+    def abort(self, tx: str, *, timeout: Optional[float]) -> None:
+        """ABORT ``tx``."""
+
+
+class Message:
+    """A MESSAGE delivered to a subscription: ``body`` (bytes), ``frame``, header lookups, the ids, and
+    blocking ``ack()``/``nack()`` (callable from any thread)."""
+
+    __slots__ = ("_message", "_client")
+
+    def __init__(self, message: aio.Message, client: ClientLike) -> None:
+        self._message = message
+        self._client = client
+
+    @property
+    def event(self) -> aio.Message:
+        """The :class:`fastframe.aio.Message` (the protocol's ``Message`` event) under this one."""
+        return self._message
+
+    @property
+    def frame(self) -> Any:
+        """The :class:`fastframe.Frame`."""
+        return self._message.frame
+
+    @property
+    def body(self) -> bytes:
+        """The body, NULs included."""
+        return self._message.body
+
+    @property
+    def headers(self) -> Tuple[Tuple[str, str], ...]:
+        """The headers in wire order, repeats kept."""
+        return self._message.headers
+
+    @property
+    def subscription(self) -> Optional[str]:
+        return self._message.subscription
+
+    @property
+    def message_id(self) -> Optional[str]:
+        return self._message.message_id
+
+    @property
+    def ack_id(self) -> Optional[str]:
+        return self._message.ack_id
+
+    @property
+    def destination(self) -> Optional[str]:
+        return self._message.destination
+
+    def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
+        """The first value of header ``name``."""
+        return self._message.get(name, default)
+
+    def text(self, default_charset: Optional[str] = None) -> str:
+        """The body decoded by its content-type (see :func:`fastframe.spec.body_text`)."""
+        return self._message.text(default_charset)
+
+    def ack(self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None) -> None:
+        """Acknowledge (``client`` mode: this and the older messages of the subscription)."""
+        self._client.ack(self, transaction=transaction, receipt=receipt, timeout=timeout)
+
+    def nack(
+        self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
+    ) -> None:
+        """Refuse the message (STOMP 1.1 and later)."""
+        self._client.nack(self, transaction=transaction, receipt=receipt, timeout=timeout)
+
+    def __repr__(self) -> str:
+        return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
+
+
+class Subscription:
+    """An iterator of :class:`Message` (``for message in sub``), readable from any thread; ``get(timeout=)``
+    waits at most that long (:class:`TimeoutError`) so a loop can wake up. ``with`` unsubscribes on exit.
+
+    Iteration stops after the queued messages once the subscription ends cleanly (unsubscribe,
+    disconnect); when the connection ends it raises the cause (:class:`fastframe.aio.ConnectionClosedError`
+    and its kinds) after the messages that arrived before it.
+    """
+
+    def __init__(
+        self,
+        client: ClientLike,
+        inner: aio.Subscription,
+        max_queue: int,
+        loop: asyncio.AbstractEventLoop,
+        client_ended: Callable[[BaseException], None],
+    ) -> None:
+        self._client = client
+        self._loop = loop
+        self._client_ended = client_ended  # an error ends a subscription only when it ends the client
+        self._inner = inner
+        self.max_queue = max_queue
+        self._queue: Deque[Message] = collections.deque()
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._ended = False
+        self._error: Optional[BaseException] = None
+        self._pump_waits = False  # the pump waits for room (under _lock)
+        self._room: Optional[asyncio.Event] = None  # (the loop's)
+        self._pump: Optional[asyncio.Task[None]] = None
+        self.worker: Optional[threading.Thread] = None  #: the ``on_message`` thread, if any
+
+    @property
+    def id(self) -> str:
+        return self._inner.id
+
+    @property
+    def destination(self) -> str:
+        return self._inner.destination
+
+    @property
+    def ack(self) -> str:
+        return self._inner.ack
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    # ------------------------------------------------------------------ the loop's half
+
+    def _start_pump(self) -> None:
+        self._room = asyncio.Event()
+        self._pump = self._loop.create_task(self._run_pump())
+
+    async def _run_pump(self) -> None:
+        inner, client = self._inner, self._client
+        take = inner.__anext__
+        room = self._room
+        assert room is not None
+        try:
+            while True:
+                with self._lock:
+                    full = len(self._queue) >= self.max_queue
+                    if full:
+                        room.clear()
+                        self._pump_waits = True
+                if full:
+                    await room.wait()  # the consumer sets it once half the queue is taken
+                    continue
+                batch = [Message(await take(), client)]
+                space = self.max_queue - len(self._queue) - 1
+                while space > 0 and len(inner):
+                    batch.append(Message(await take(), client))  # (queued: no wait)
+                    space -= 1
+                with self._lock:
+                    self._queue.extend(batch)
+                    self._ready.notify()
+        except StopAsyncIteration:
+            self._end(None)
+        except asyncio.CancelledError:
+            self._end(aio.ConnectionClosedError("the client was closed"))
+            raise
+        except BaseException as exc:
+            self._client_ended(exc)  # first: a consumer that wakes finds the client over too
+            self._end(exc)
+
+    def _end(self, error: Optional[BaseException]) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended, self._error = True, error
+            self._ready.notify_all()
+
+    # ------------------------------------------------------------------ the consumers' half
+
+    def get(self, *, timeout: Optional[float] = None) -> Message:
+        """The next message; waits at most ``timeout`` seconds (:class:`TimeoutError`; ``None``: until
+        a message comes or the subscription ends). Once the queue is empty after the end, it raises
+        the connection's error, or :class:`fastframe.aio.ConnectionClosedError` after a clean end
+        (where iteration stops)."""
+        with self._lock:
+            queue = self._queue
+            if not queue:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while not queue:
+                    if self._ended:
+                        raise self._error or aio.ConnectionClosedError("the subscription ended")
+                    if deadline is None:
+                        self._ready.wait()
+                    else:
+                        left = deadline - time.monotonic()
+                        if left <= 0:
+                            raise TimeoutError(f"no message within {timeout} s")
+                        self._ready.wait(left)
+            message = queue.popleft()
+            if queue:
+                self._ready.notify()  # (another consumer may wait: a batch came with one notify)
+            if self._pump_waits and len(queue) <= self.max_queue // 2:
+                self._pump_waits = False
+                room = self._room
+                assert room is not None
+                self._loop.call_soon_threadsafe(room.set)
+        return message
+
+    def __iter__(self) -> Iterator[Message]:
+        while True:
+            try:
+                yield self.get()
+            except aio.ConnectionClosedError:
+                if self._ended and self._error is None:
+                    return  # ended cleanly
+                raise
+
+    def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+        """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""
+        self._client.unsubscribe(self, receipt=receipt, timeout=timeout)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if not self._ended and self._client.is_connected:
+            try:
+                self.unsubscribe()
+            except aio.ConnectionClosedError:
+                pass
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _start_worker(
+        self, on_message: Callable[[Message], Any], on_error: Optional[Callable[[BaseException], Any]]
+    ) -> None:
+        def work() -> None:
+            try:
+                for message in self:
+                    try:
+                        on_message(message)
+                    except Exception:  # one failing message does not end the subscription (nor its ack)
+                        log.exception("on_message failed for %r on %s", message, self.id)
+            except Exception as exc:
+                if on_error is None:
+                    log.error("subscription %s ended: %r", self.id, exc)
+                    return
+                try:
+                    on_error(exc)
+                except Exception:
+                    log.exception("on_error failed on %s", self.id)
+
+        self.worker = threading.Thread(target=work, name=f"fastframe-sync-{self.id}", daemon=True)
+        self.worker.start()
+
+    def _join_worker(self, timeout: float) -> None:
+        worker = self.worker
+        if worker is not None and worker is not threading.current_thread():
+            worker.join(timeout)
+
+
+class Transaction:
+    """``with client.transaction() as tx``: BEGIN on entry, COMMIT on a normal exit (waiting for its
+    receipt), ABORT when the block raises."""
+
+    def __init__(self, client: ClientLike, id: str, timeout: Optional[float]) -> None:
+        self.id = id
+        self._client = client
+        self._timeout = timeout
+
+    def send(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+    ) -> None:
+        """SEND inside the transaction."""
+        self._client.send(destination, body, headers, content_type=content_type, transaction=self.id)
+
+    def ack(self, message: Message) -> None:
+        """ACK inside the transaction."""
+        message.ack(transaction=self.id)
+
+    def nack(self, message: Message) -> None:
+        """NACK inside the transaction."""
+        message.nack(transaction=self.id)
+
+    def __enter__(self) -> Transaction:
+        self._client.begin(self.id, timeout=self._timeout)
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        if exc_type is None:
+            self._client.commit(self.id, timeout=self._timeout)
+        elif self._client.is_connected:
+            try:
+                self._client.abort(self.id, timeout=self._timeout)
+            except aio.ConnectionClosedError:
+                pass
