@@ -46,7 +46,8 @@ def _table(text: str):
 
 
 def test_readme_has_examples():
-    assert len(BLOCKS) >= 8
+    # the codec and the client; the other examples are on the site's pages (tests/test_docs.py)
+    assert len(BLOCKS) >= 2
 
 
 def test_readme_links_lead_somewhere():

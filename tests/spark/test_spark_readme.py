@@ -36,7 +36,7 @@ TABLES = [("docs/guides/spark.md", GUIDE)] + (
 EXAMPLES = [
     ("docs/guides/spark.md", GUIDE, 2),
     ("docs/getting-started.md", subsection(GETTING_STARTED, "The Spark job"), 1),
-] + ([("README.md", README_SPARK.group(1), 2)] if README_SPARK and "```py\n" in README_SPARK.group(1) else [])
+] + ([("README.md", README_SPARK.group(1), 1)] if README_SPARK and "```py\n" in README_SPARK.group(1) else [])
 
 
 def tables(text: str) -> List[List[List[str]]]:

@@ -169,7 +169,9 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
     schema = stream_arrow_schema()
     codec = fastframe.IMPLEMENTATION
     rows = opts.max_records_per_batch
-    prefetch = max(1, min(opts.prefetch, 65_535))
+    # credit for the range and no more: what the broker sends past ``end`` would be read for nothing
+    # (the next range's messages, up to the whole credit), and DISCONNECT's receipt waits behind it
+    prefetch = max(1, min(opts.prefetch, 65_535, end - start))
     timeout = opts.connection.timeout
     with BrokerConnection(opts.connection, max_queue=prefetch + 1) as broker:
         check_rabbitmq(broker)
@@ -186,9 +188,14 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
             while len(messages) < rows and state["next"] < end:
                 message = await sub.get()
                 offset = _offset(message, destination)
-                state["unacked"] += 1
-                if state["unacked"] >= prefetch // 2 or offset >= end - 1:
-                    await message.ack()  # (ack=client: this one and every one before it) more credit
+                unacked = state["unacked"] = state["unacked"] + 1
+                # The broker sends until ``prefetch`` messages are unacknowledged: up to about
+                # offset + prefetch - unacked. Acknowledge (ack=client: this one and every one
+                # before it) only when that falls short of end - 1, then at the last offset whose
+                # new credit stays within the range, or at half the credit (a range longer than it).
+                short = offset + prefetch - unacked < end - 1
+                if short and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
+                    await message.ack()
                     state["unacked"] = 0
                 if offset < state["next"]:
                     continue  # the chunk of the first offset starts before it
