@@ -262,7 +262,7 @@ class Decoder:
     ``frames`` attribute holds what the same call completed before the bad
     byte; the decoder then refuses input until :meth:`reset`.
 
-    See the README for every option and its default.
+    The codec guide (docs/guides/codec.md) lists every option and its default.
     """
 
     def __init__(self, version: str = "1.2", **options: Any) -> None:

@@ -35,7 +35,7 @@ class Broker:
     """One live broker: where it listens, the client options its quirks need, what it does.
 
     ``options(version)`` gives the keyword arguments for ``fastframe.aio.connect``; each entry is a
-    documented option (README, "Tolerances and the brokers that need them" and "Live interop").
+    documented option (docs/guides/brokers.md and the codec guide's tolerances).
     """
 
     name: str

@@ -13,7 +13,7 @@ The rows (:data:`COLUMNS`, :func:`spark_schema`): one per frame with
 ``path, offset, frame_index, command, headers`` (array of name/value structs
 in wire order), ``header_map`` (first wins), ``body`` (binary),
 ``error_code, error_reason`` (error rows only) and ``codec`` (the twin that
-decoded it). Reader and writer options: see the README's Spark section and
+decoded it). Reader and writer options: the Spark guide (docs/guides/spark.md) and
 :func:`option_names`.
 
 With a ``host`` (or ``servers``) option the same format talks to a broker:
@@ -22,7 +22,7 @@ With a ``host`` (or ``servers``) option the same format talks to a broker:
 with acknowledgements after each batch commits (``consume=ack``,
 at-least-once), and ``df.write.format("stomp")`` /
 ``df.writeStream.format("stomp")`` send rows as SENDs confirmed by receipts;
-the rows and the options: the README's "Streaming from a broker".
+the rows and the options: the Spark guide's "Streaming from a broker".
 """
 
 from __future__ import annotations

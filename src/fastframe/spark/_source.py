@@ -83,7 +83,7 @@ class StompDataSource(DataSource):
     ``spark.readStream.format("stomp")`` / ``df.writeStream.format("stomp")`` (and ``df.write``)
     with a ``host`` option: a broker.
 
-    See ``fastframe.spark`` (and the README's Spark section) for the rows and the options.
+    See ``fastframe.spark`` (and the Spark guide, docs/guides/spark.md) for the rows and the options.
     """
 
     @classmethod
