@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -78,3 +80,20 @@ def corpus_dir() -> Path:
             )
         pytest.skip(f"broker corpus not found at {CORPUS}: clone the repo beside ../shared to run these")
     return CORPUS
+
+
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple:
+    """A self-signed key and certificate for 127.0.0.1 and localhost (paths), made by the openssl command."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        if IN_CI:
+            pytest.fail("the openssl command is required in CI")
+        pytest.skip("the openssl command is not installed")
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return key, cert

@@ -2,34 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 import ssl
-import subprocess
 
 import pytest
 
 from fastframe import aio
 
 from .fake_server import FakeServer
-
-IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
-
-
-@pytest.fixture
-def certificate(tmp_path):
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        if IN_CI:
-            pytest.fail("the openssl command is required in CI")
-        pytest.skip("the openssl command is not installed")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return key, cert
 
 
 def test_tls_round_trip(run, certificate):

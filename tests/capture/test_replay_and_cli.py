@@ -7,19 +7,15 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import signal
 import ssl
 import subprocess
 import sys
 import time
 
-import pytest
-
 import fastframe
 from fastframe import aio
 from fastframe.capture import Archive, pieces_of, read_times, replay, serve_proxy
-from interop._live import IN_CI
 
 from .helpers import RecordProcess, joined, read_file, stomp_files
 from .test_proxy import HOST, Wire, run
@@ -142,18 +138,8 @@ def test_record_and_broker_record_commands_then_replay_command(tmp_path):
     assert "  x-i: 19:\\" in done.stdout and "body: 7 bytes 'body\\x0019'" in done.stdout
 
 
-def test_record_with_tls_on_both_sides(tmp_path):
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        if IN_CI:
-            pytest.fail("the openssl command is required in CI")
-        pytest.skip("the openssl command is not installed")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+def test_record_with_tls_on_both_sides(tmp_path, certificate):
+    key, cert = certificate
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(str(cert), str(key))
     out = tmp_path / "tls"

@@ -6,9 +6,7 @@ Servers run in threads of their own (``_servers``); every wait is bounded.
 from __future__ import annotations
 
 import logging
-import shutil
 import ssl
-import subprocess
 import threading
 import time
 from typing import Any, Iterator, List
@@ -16,7 +14,6 @@ from typing import Any, Iterator, List
 import pytest
 
 import fastframe.sync
-from _shared import IN_CI
 from fastframe import aio
 
 from ._servers import BrokerProcess, BrokerThread, FakeServerThread
@@ -260,22 +257,6 @@ def test_a_blocking_call_from_a_hook_is_refused(broker: BrokerThread) -> None:
         client.send("/queue/hook", b"x")
         assert sub.get(timeout=5).body == b"x"
     assert refused and "I/O thread" in str(refused[0])
-
-
-@pytest.fixture
-def certificate(tmp_path: Any) -> Any:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        if IN_CI:
-            pytest.fail("the openssl command is required in CI")
-        pytest.skip("the openssl command is not installed")
-    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
-    subprocess.run(
-        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-         "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return key, cert
 
 
 def test_tls_through_the_callers_context(certificate: Any) -> None:

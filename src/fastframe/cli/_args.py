@@ -7,7 +7,7 @@ version list (and the size parser of ``fastframe.archive`` when a size is parsed
 from __future__ import annotations
 
 import argparse
-from typing import Callable
+from typing import Callable, Tuple
 
 import fastframe
 
@@ -25,6 +25,14 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def key_value(text: str) -> Tuple[str, str]:
+    """``KEY=VALUE`` (a reader option, a Spark setting) as a pair; the value may be empty or hold ``=``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return name, value
 
 
 def size(text: str) -> int:

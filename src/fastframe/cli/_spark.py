@@ -18,19 +18,12 @@ import threading
 import time
 from typing import IO, Any, Callable, Dict, Optional, Sequence
 
-from ._args import add_decoder_arguments, int_at_least
+from ._args import add_decoder_arguments, int_at_least, key_value
 
 # the convert job's Spark job group: the summary counts its tasks per executor
 CONVERT_JOB_GROUP = "fastframe-convert"
 
 _positive = int_at_least(1)
-
-
-def _option(text: str) -> Any:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
-    return name, value
 
 
 def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
@@ -52,13 +45,13 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     conv.add_argument("--no-recursive", action="store_true", help="do not descend into subfolders")
     conv.add_argument("--partitions", type=_positive, metavar="N", help="at least N read partitions")
     conv.add_argument(
-        "--option", action="append", type=_option, default=[], metavar="KEY=VALUE", help="any other reader option"
+        "--option", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="any other reader option"
     )
     conv.add_argument("--parquet-compression", default="snappy", metavar="CODEC", help="default snappy")
     conv.add_argument("--append", action="store_true", help="add to DIR instead of replacing it")
     conv.add_argument("--top", type=_positive, default=5, metavar="N", help="destinations in the summary")
     conv.add_argument("--no-progress", action="store_true", help="no progress display")
-    conv.add_argument("--conf", action="append", type=_option, default=[], metavar="KEY=VALUE", help="Spark setting")
+    conv.add_argument("--conf", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="Spark setting")
     conv.add_argument(
         "--ship-env", nargs="?", const="", metavar="ENV",
         help="send a Python environment to the executors (a cluster whose nodes lack fastframe): a packed archive "

@@ -23,16 +23,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ._args import int_at_least
+from ._args import int_at_least, key_value
 
 _positive = int_at_least(1)
-
-
-def _option(text: str) -> Any:
-    name, sep, value = text.partition("=")
-    if not sep or not name:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
-    return name, value
 
 
 def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
@@ -62,9 +55,9 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     cmd.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS", help="start a batch at most this often")
     cmd.add_argument("--available-now", action="store_true", help="stop once what the broker holds now is written")
     cmd.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default local[2])")
-    cmd.add_argument("--option", action="append", type=_option, default=[], metavar="KEY=VALUE",
+    cmd.add_argument("--option", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                      help="any other source option (e.g. timeout=60)")  # fmt: skip
-    cmd.add_argument("--conf", action="append", type=_option, default=[], metavar="KEY=VALUE", help="Spark setting")
+    cmd.add_argument("--conf", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="Spark setting")
     cmd.add_argument("--no-progress", action="store_true", help="no progress lines")
     return {"stream": cmd_stream}
 
