@@ -31,6 +31,16 @@ def _duration(text: str) -> float:
     return float(match.group(1)) * _DURATION_FACTORS[match.group(2) or ""]
 
 
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"not milliseconds from 0 to 1000: {text!r}")
+    return value
+
+
 def _address(text: str) -> Tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
@@ -56,6 +66,9 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     rec.add_argument("--roll-size", type=size, metavar="SIZE", help="start a new file past this size (e.g. 64m)")
     rec.add_argument("--roll-age", type=_duration, metavar="AGE", help="start a new file past this age (e.g. 1h)")
     rec.add_argument("--gzip", action="store_true", help="compress the files (.stomp.gz)")
+    rec.add_argument("--coalesce", type=_milliseconds, default=1.0, metavar="MS",
+                     help="while a stream flows, rest this long after each read: fewer, larger reads "
+                     "(default 1; 0: read at once)")  # fmt: skip
     rec.add_argument("--ssl-certfile", metavar="FILE", help="serve TLS to the clients with this certificate chain")
     rec.add_argument("--ssl-keyfile", metavar="FILE", help="the key of --ssl-certfile (if not in it)")
     _add_ssl_client_arguments(rec, "ssl-upstream", "the broker")
@@ -118,7 +131,14 @@ async def _record(args: argparse.Namespace) -> int:
     archive = Archive(args.out, name, roll_size=args.roll_size, roll_age=args.roll_age, gzip=args.gzip)
     try:
         proxy = await serve_proxy(
-            archive, host, port, up_host, up_port, ssl=server_ssl, upstream_ssl=_client_context(args, "ssl_upstream")
+            archive,
+            host,
+            port,
+            up_host,
+            up_port,
+            ssl=server_ssl,
+            upstream_ssl=_client_context(args, "ssl_upstream"),
+            coalesce=args.coalesce / 1000,
         )
         print(
             f"fastframe record: listening on {host}:{proxy.port}, forwarding to {up_host}:{up_port}, "
