@@ -20,6 +20,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import fastframe
 
+from ..archive import require_compression
 from ._sink import FileSink, Opener, Recording, Writer, _log
 
 #: ``Recorder`` directions by name: the client's wire_hook says "out"/"in", a server's "in"/"out".
@@ -42,7 +43,9 @@ class Archive:
         roll_size: start a new piece of a direction once its file holds this many bytes (None: never).
         roll_age: ... or once it is this many seconds old (None: never). Pieces end at proven frame
             boundaries only: past a decode error, a direction is not cut again.
-        gzip: compress each piece (``.stomp.gz``).
+        compression: ``"gzip"`` (``.stomp.gz``) or ``"zstd"`` (``.stomp.zst``: the ``zstd`` extra before
+            Python 3.14, an ImportError naming it here when missing) compresses each piece; None: not.
+        gzip: the same as ``compression="gzip"``.
         decoder_options: :class:`fastframe.Decoder` options the boundaries and the ``.ffidx`` sidecars are
             proven with (reads with other options ignore the index).
         index_interval: bytes between the checkpoints of an ``.ffidx``.
@@ -61,6 +64,7 @@ class Archive:
         *,
         roll_size: Optional[int] = None,
         roll_age: Optional[float] = None,
+        compression: Optional[str] = None,
         gzip: bool = False,
         decoder_options: Optional[Mapping[str, Any]] = None,
         index_interval: int = DEFAULT_INDEX_INTERVAL,
@@ -80,7 +84,15 @@ class Archive:
         self.broker = broker
         self.roll_size = roll_size
         self.roll_age = roll_age
-        self.gzip = gzip
+        if gzip:
+            if compression not in (None, "gzip"):
+                raise ValueError(f"gzip=True and compression={compression!r}: choose one")
+            compression = "gzip"
+        if compression is not None:
+            if compression not in ("gzip", "zstd"):
+                raise ValueError(f"compression must be 'gzip', 'zstd' or None, not {compression!r}")
+            require_compression(compression)  # zstd without its module: the extra to install, now
+        self.compression = compression
         self.decoder_options: Dict[str, Any] = dict(decoder_options or {})
         codec.ColumnDecoder(**self.decoder_options)  # refuse bad options now
         self.index_interval = index_interval
@@ -292,7 +304,7 @@ class Recorder:
                 self._recording,
                 folder,
                 f"{self.name}.{direction}",
-                archive.gzip,
+                archive.compression,
                 archive.decoder_options,
                 archive.opener,
             )

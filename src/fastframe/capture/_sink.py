@@ -10,7 +10,6 @@ both of its sinks close what they have, and the reason is logged once.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ import time
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from ..archive import INDEX_SUFFIX, MAGIC, make_index, times_path
+from ..archive import COMPRESSED_SUFFIXES, INDEX_SUFFIX, MAGIC, compressed_writer, make_index, times_path
 
 _log = logging.getLogger("fastframe.capture")
 
@@ -46,7 +45,7 @@ class Recording:
 
 
 class FileSink:
-    """One direction of one connection: its pieces ``<stem><piece>.stomp[.gz]``, each with its sidecars.
+    """One direction of one connection: its pieces ``<stem><piece>.stomp[.gz|.zst]``, each with its sidecars.
 
     Used by the writer thread only (after construction).
     """
@@ -56,14 +55,14 @@ class FileSink:
         recording: Recording,
         folder: str,
         stem: str,
-        compress: bool,
+        compression: Optional[str],
         decoder_kwargs: Any,
         opener: Opener,
     ) -> None:
         self.recording = recording
         self.folder = folder
         self.stem = stem  # e.g. conn-0003.c2s
-        self.compress = compress
+        self.compression = compression  # None, "gzip" or "zstd"
         self.decoder_kwargs = decoder_kwargs
         self.opener = opener
         self.piece = 0
@@ -77,7 +76,8 @@ class FileSink:
     def path(self, piece: int) -> str:
         """Piece 1 is ``conn-NNNN.c2s.stomp``, then ``conn-NNNN.c2s_0002.stomp`` (names sort in stream order)."""
         more = "" if piece == 1 else f"_{piece:04d}"
-        return os.path.join(self.folder, f"{self.stem}{more}.stomp{'.gz' if self.compress else ''}")
+        ending = COMPRESSED_SUFFIXES[self.compression] if self.compression else ""
+        return os.path.join(self.folder, f"{self.stem}{more}.stomp{ending}")
 
     def _open(self) -> None:
         self.piece += 1
@@ -85,8 +85,8 @@ class FileSink:
         os.makedirs(self.folder, exist_ok=True)
         self.paths.append(path)
         self._raw = self.opener(path, "wb")
-        # mtime 0: the bytes depend on the traffic only
-        self._out = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0) if self.compress else self._raw
+        # (compressed: the bytes depend on the traffic only, no time in them)
+        self._out = compressed_writer(self._raw, self.compression) if self.compression else self._raw
         self._times = self.opener(times_path(path), "wb")
         self._times.write(MAGIC)
 
@@ -131,7 +131,7 @@ class FileSink:
         try:
             out.flush()
             if out is not raw:
-                out.close()  # the gzip trailer
+                out.close()  # gzip's trailer, zstd's end of frame (the file stays open)
             assert raw is not None and times is not None
             raw.close()
             times.close()
