@@ -150,7 +150,9 @@ def run_stomp_py(host: str, port: int, dest: str, payloads: List[bytes], got: Co
     consumer.disconnect()
 
 
-async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+async def _stompman(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, heartbeat: Any = (0, 0)
+) -> None:
     try:
         import stompman
     except ImportError as exc:
@@ -174,7 +176,7 @@ async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got:
             await super().write_frame(frame)
 
     servers = [stompman.ConnectionParameters(host=host, port=port, login=LOGIN, passcode=PASSCODE)]
-    options: Dict[str, Any] = {"heartbeat": stompman.Heartbeat(0, 0), "connection_class": VhostConnection}
+    options: Dict[str, Any] = {"heartbeat": stompman.Heartbeat(*heartbeat), "connection_class": VhostConnection}
     async with stompman.Client(servers, **options) as consumer, stompman.Client(servers, **options) as producer:
         subscription = await consumer.subscribe(
             dest, handler, ack="auto", on_suppressed_exception=on_suppressed, receipt_timeout=timeout
@@ -188,8 +190,11 @@ async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got:
         await subscription.unsubscribe()  # the client's exit waits until no subscription is left
 
 
-def run_stompman(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
-    asyncio.run(_stompman(host, port, dest, payloads, got, timeout))
+def run_stompman(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, heartbeat: Any = (0, 0)
+) -> None:
+    """``heartbeat``: (ms, ms) as stompman offers them (the benchmark's default: none)."""
+    asyncio.run(_stompman(host, port, dest, payloads, got, timeout, heartbeat))
 
 
 async def _aiostomp(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
