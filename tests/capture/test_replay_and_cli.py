@@ -167,6 +167,14 @@ def test_record_with_tls_on_both_sides(tmp_path, certificate):
     assert joined(files["conn-0001.s2c"]) == bytes(wire.into)
 
 
+def test_sigterm_stops_record_as_ctrl_c_does(tmp_path):
+    process, port = start_fastframe("record", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--out",
+                                    str(tmp_path))  # fmt: skip
+    process.send_signal(signal.SIGTERM)  # right after the "listening" line: the handlers are in place
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and "every file closed" in out, err
+
+
 def test_ctrl_c_with_connections_open_finishes_every_file(tmp_path):
     async def main():
         async with aio.Broker(port=0) as broker:
