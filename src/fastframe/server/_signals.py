@@ -13,8 +13,8 @@ __all__ = ["stop_on_signals"]
 
 
 @contextlib.contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[List[signal.Signals]]:
-    """Within the block, SIGINT (Ctrl-C) and SIGTERM set ``stop``; yields the signals handled.
+def stop_on_signals(stop: asyncio.Event) -> Iterator[List[int]]:
+    """Within the block, SIGINT (Ctrl-C) and SIGTERM set ``stop``; yields the signals handled (their numbers).
 
     The handlers are the running loop's own, in place as soon as the block starts (install them before
     printing the line a parent waits for): the disposition a process inherits is no guide (a background
@@ -22,7 +22,7 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[List[signal.Signals]]:
     comes). None are installed on Windows or off the main thread; they are removed when the block ends.
     """
     loop = asyncio.get_running_loop()
-    handled: List[signal.Signals] = []
+    handled: List[int] = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             loop.add_signal_handler(sig, stop.set)
@@ -32,5 +32,5 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[List[signal.Signals]]:
     try:
         yield handled
     finally:
-        for sig in handled:
-            loop.remove_signal_handler(sig)
+        for number in handled:
+            loop.remove_signal_handler(number)
