@@ -2,6 +2,7 @@
 
     python -m bench.capture_proxy                      # 50,000 x 200 B, then round trips; a markdown table
     python -m bench.capture_proxy --messages 20000 --markdown out/capture.md
+    python -m bench.capture_proxy --baseline-src /tmp/old    # also an earlier revision's proxy, alternating
 
 The client is ``bench.clients``' fastframe child (its own process: two connections, a producer and a
 consumer, every body verified, then SEND-to-MESSAGE round trips one message at a time). The runs
@@ -56,10 +57,13 @@ def rabbit_pid() -> Optional[int]:
     return None
 
 
-def start_proxy(upstream_port: int, out: str) -> Any:
+def start_proxy(upstream_port: int, out: str, src: Optional[str] = None) -> Any:
+    """``fastframe record`` in a process of its own (from the source tree ``src`` when given)."""
     cmd = [sys.executable, "-m", "fastframe", "record", "--listen", "127.0.0.1:0"]
     cmd += ["--upstream", f"127.0.0.1:{upstream_port}", "--out", out, "--name", "bench"]
-    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = None if src is None else dict(os.environ, PYTHONPATH=os.path.abspath(src))
+    cwd = None if src is None else tempfile.gettempdir()  # (not the checkout: its fastframe would come first)
+    process = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
     line = process.stdout.readline() if process.stdout else ""
     match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
     if match is None:
@@ -78,30 +82,38 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="direct/proxied pairs (default 1)")
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--baseline-src", metavar="DIR",
+                        help="also run fastframe record from this source tree (e.g. an earlier revision: "
+                        "git archive REV src | tar -x -C DIR, plus the built _codec_c*.so), alternating")  # fmt: skip
     args = parser.parse_args(argv)
     if not broker_answers("127.0.0.1", args.port):
         print(f"RabbitMQ does not answer on 127.0.0.1:{args.port} (.ci/brokers start rabbitmq)", file=sys.stderr)
         return 1
     out = tempfile.mkdtemp(prefix="fastframe-capture-bench-")
     proxy = start_proxy(args.port, out)
+    proxies = {"through fastframe record": proxy}
+    if args.baseline_src:
+        proxies["through the baseline's fastframe record"] = start_proxy(
+            args.port, os.path.join(out, "baseline"), os.path.join(args.baseline_src, "src")
+        )
     rabbit = rabbit_pid()
     rows: List[Dict[str, Any]] = []
     try:
         for _ in range(args.rounds):
-            for mode, port in (("direct", args.port), ("through fastframe record", proxy.port)):
+            for mode, port in [("direct", args.port)] + [(name, p.port) for name, p in proxies.items()]:
                 run_args = argparse.Namespace(
                     host="127.0.0.1", port=port, messages=args.messages, size=args.size,
                     timeout=args.timeout, round_trips=args.round_trips,
                 )  # fmt: skip
-                proxy0, rabbit0 = cpu_seconds(proxy.pid), cpu_seconds(rabbit)
+                pid = proxies[mode].pid if mode in proxies else None
+                proxy0, rabbit0 = cpu_seconds(pid), cpu_seconds(rabbit)
                 row = measure("fastframe", run_args)
-                row.update(
-                    mode=mode, proxy_cpu=cpu_seconds(proxy.pid) - proxy0, rabbit_cpu=cpu_seconds(rabbit) - rabbit0
-                )
+                row.update(mode=mode, proxy_cpu=cpu_seconds(pid) - proxy0, rabbit_cpu=cpu_seconds(rabbit) - rabbit0)
                 rows.append(row)
     finally:
-        proxy.send_signal(signal.SIGINT)
-        proxy.communicate(timeout=60)
+        for running in proxies.values():
+            running.send_signal(signal.SIGINT)
+            running.communicate(timeout=60)
         recorded = sum(os.path.getsize(os.path.join(d, f)) for d, _, names in os.walk(out) for f in names)
         shutil.rmtree(out, ignore_errors=True)
     lines = [
