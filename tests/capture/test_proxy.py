@@ -83,12 +83,13 @@ def check_recorded(root: str, wire: Wire, connection: str = "conn-0001") -> None
     assert joined(files[f"{connection}.s2c"]) == bytes(wire.into)
 
 
-def test_the_in_memory_broker_through_the_proxy(tmp_path):
+@pytest.mark.parametrize("coalesce", [0.001, 0.0])  # reads resting while a stream flows (the default), or not
+def test_the_in_memory_broker_through_the_proxy(tmp_path, coalesce):
     async def main():
         with Archive(str(tmp_path / "proxy"), "mem", roll_size=16 << 10) as archive:
             in_process = Archive(str(tmp_path / "client"), "mem")
             async with aio.Broker(port=0) as broker:
-                proxy = await serve_proxy(archive, HOST, 0, HOST, broker.port)
+                proxy = await serve_proxy(archive, HOST, 0, HOST, broker.port, coalesce=coalesce)
                 with in_process.recorder() as recorder:
                     wire = Wire(also=recorder)
                     received = await exchange(proxy.port, "/queue/p", 400, wire)
@@ -109,6 +110,16 @@ def test_the_in_memory_broker_through_the_proxy(tmp_path):
     assert [f.body for f in sent if f.command == "SEND"] == [binary_body(i) for i in range(400)]
     got = [f for path in files["conn-0001.s2c"] for f in fastframe.decode(read_file(path))]
     assert [f.body for f in got if f.command == "MESSAGE"] == [m.body for m in received]
+
+
+def test_proxy_options_are_checked(tmp_path):
+    async def main():
+        with Archive(str(tmp_path), "x") as archive:
+            for bad in ({"coalesce": -0.001}, {"coalesce": 2.0}, {"coalesce": True}, {"high_water": 0}):
+                with pytest.raises(ValueError):
+                    await serve_proxy(archive, HOST, 0, HOST, 9, **bad)
+
+    run(main())
 
 
 async def raw_exchange(port: int, send: bytes, wait: float = 5.0) -> bytes:
