@@ -22,7 +22,7 @@ from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol
 import fastframe
 from fastframe import spec
 
-from .._constants import VERSIONS
+from ..codec import VERSIONS
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 

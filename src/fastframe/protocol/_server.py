@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .. import Heartbeat, spec
-from .._constants import VERSIONS
+from ..codec import VERSIONS
 from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import (
