@@ -88,5 +88,7 @@ valgrind: $(VENV)/.installed
 valgrind-smoke: $(VENV)/.installed
 	PY=$(PY) fuzz/valgrind.sh --quick
 
+# (src/fastframe/_codec_c.*: where the compiled twin was built before it moved into codec/)
 clean:
-	rm -rf build dist docs/_build docs/_generated src/*.egg-info src/fastframe/codec/*.so src/fastframe/codec/_codec_c.c
+	rm -rf build dist docs/_build docs/_generated src/*.egg-info src/fastframe/codec/*.so src/fastframe/codec/_codec_c.c \
+	    src/fastframe/_codec_c.*.so src/fastframe/_codec_c.c
