@@ -12,6 +12,8 @@ import sys
 from typing import Dict, List
 
 import fastframe
+from _extras import require
+from fastframe.archive import compressed_reader
 from fastframe.sample import generate_stream
 
 
@@ -43,10 +45,19 @@ def pieces(data: bytes, seed: int = 0, most: int = 700) -> List[bytes]:
     return out
 
 
+def require_zstd() -> None:
+    """zstd is in the standard library from Python 3.14, else the zstd extra (a skip, a failure in CI)."""
+    if sys.version_info < (3, 14):
+        require("zstandard", "zstd")
+
+
 def read_file(path: str) -> bytes:
     if path.endswith(".gz"):
         with gzip.open(path, "rb") as stream:
             return stream.read()
+    if path.endswith(".zst"):
+        with open(path, "rb") as raw, compressed_reader(raw, "zstd") as stream:
+            return bytes(stream.read())
     with open(path, "rb") as stream:
         return stream.read()
 
@@ -56,7 +67,7 @@ def stomp_files(root: str) -> Dict[str, List[str]]:
     found: Dict[str, List[str]] = {}
     for folder, _, names in os.walk(root):
         for name in sorted(names):
-            if name.endswith((".stomp", ".stomp.gz")):
+            if name.endswith((".stomp", ".stomp.gz", ".stomp.zst")):
                 stem = name.split(".stomp")[0].split("_")[0]
                 found.setdefault(stem, []).append(os.path.join(folder, name))
     return {key: sorted(value) for key, value in found.items()}

@@ -178,7 +178,9 @@ def test_a_slow_client_holds_the_broker_back_not_the_proxy_memory(tmp_path):
     high_water = 64 * 1024
 
     async def main():
-        with Archive(str(tmp_path), "blast") as archive:
+        # room for the whole stream waiting for the disk: this test is about the sockets' flow control (on a
+        # loaded machine the writer thread can fall 8 MB behind a 20 MB burst, and the recording is dropped)
+        with Archive(str(tmp_path), "blast", max_pending=2 * len(stream)) as archive:
             async with Blaster(stream) as upstream:
                 proxy = await serve_proxy(archive, HOST, 0, HOST, upstream.port, high_water=high_water)
                 sock = socket.create_connection((HOST, proxy.port))

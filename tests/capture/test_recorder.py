@@ -1,4 +1,5 @@
-"""The recorder alone (no network): exact bytes, pieces cut at proven frames, sidecars, gzip, failing disks.
+"""The recorder alone (no network): exact bytes, pieces cut at proven frames, sidecars, gzip and zstd, failing
+disks.
 
 Every test that decodes runs against both twins (the ``codec`` fixture points the recorder at it).
 """
@@ -6,19 +7,21 @@ Every test that decodes runs against both twins (the ``codec`` fixture points th
 from __future__ import annotations
 
 import errno
+import importlib.util
 import json
 import logging
 import os
+import sys
 import threading
 import time
 
 import pytest
 
 import fastframe
-from fastframe.archive import load_checkpoints
+from fastframe.archive import compression_for, load_checkpoints, open_stream
 from fastframe.capture import Archive, _recorder, read_times
 
-from .helpers import client_stream, joined, pieces, read_file, server_stream, stomp_files
+from .helpers import client_stream, joined, pieces, read_file, require_zstd, server_stream, stomp_files
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +61,7 @@ def check_piece(path: str, decoder_kwargs=None) -> list:
     index = load_index(path)
     assert index["frames"] == len(frames) and index["error_offset"] is None
     assert index["size"] == os.path.getsize(path)
-    if not path.endswith(".gz"):
+    if not path.endswith((".gz", ".zst")):
         checkpoints = load_checkpoints(path, os.path.getsize(path), decoder_kwargs or {}, "auto")
         assert checkpoints and checkpoints[0] == (0, frames[0].offset)
         assert all(frames[i].offset == offset for i, offset in checkpoints)
@@ -93,13 +96,53 @@ def test_roll_size_cuts_at_frames_only(tmp_path):
             assert 4096 - 700 - biggest < os.path.getsize(path) < 4096 + 700 + biggest
 
 
-def test_gzip_pieces_with_sidecars(tmp_path):
+@pytest.mark.parametrize("compression,ending", [("gzip", ".gz"), ("zstd", ".zst")])
+def test_compressed_pieces_with_sidecars(tmp_path, compression, ending):
+    if compression == "zstd":
+        require_zstd()
     c2s, s2c = client_stream(200, seed=2), server_stream(300, seed=2)
-    c_paths, s_paths = record(tmp_path, c2s, s2c, roll_size=8192, gzip=True)
-    assert all(p.endswith(".stomp.gz") for p in c_paths + s_paths) and len(s_paths) > 1
+    c_paths, s_paths = record(tmp_path, c2s, s2c, roll_size=8192, compression=compression)
+    assert all(p.endswith(".stomp" + ending) for p in c_paths + s_paths) and len(s_paths) > 1
     assert joined(c_paths) == c2s and joined(s_paths) == s2c
     for path in c_paths + s_paths:
         check_piece(path)
+        magic = b"\x1f\x8b\x08" if compression == "gzip" else b"\x28\xb5\x2f\xfd"
+        with open(path, "rb") as raw:
+            assert raw.read(len(magic)) == magic
+    # the readers, with pyarrow and without it (the base install: the standard library, zstd's extra)
+    for path in c_paths[:2] + s_paths[:2]:
+        expected = read_file(path)
+        for blocked in (False, True):
+            with pytest.MonkeyPatch.context() as patch:
+                if blocked:
+                    patch.setitem(sys.modules, "pyarrow", None)  # import pyarrow: ImportError
+                elif importlib.util.find_spec("pyarrow") is None:
+                    continue
+                stream = open_stream(path, "auto", compression_for(path))
+                try:
+                    assert bytes(stream.read()) == expected
+                finally:
+                    stream.close()
+
+
+def test_gzip_flag_is_compression_gzip(tmp_path):
+    assert Archive(str(tmp_path), "b", gzip=True).compression == "gzip"
+    with pytest.raises(ValueError, match="choose one"):
+        Archive(str(tmp_path), "b", gzip=True, compression="zstd")
+    with pytest.raises(ValueError, match="compression must be"):
+        Archive(str(tmp_path), "b", compression="lz4")
+
+
+def test_zstd_without_its_module_names_the_extra(tmp_path, monkeypatch):
+    from fastframe.archive import _compression
+
+    monkeypatch.setattr(_compression, "_find_zstd", lambda: None)
+    with pytest.raises(ImportError, match=r"fastframe\[zstd\]"):
+        Archive(str(tmp_path), "b", compression="zstd")
+    (tmp_path / "x.stomp.zst").write_bytes(b"\x28\xb5\x2f\xfd")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ImportError, match=r"fastframe\[zstd\]"):
+        open_stream(str(tmp_path / "x.stomp.zst"), "auto", "zstd")
 
 
 def test_roll_age_and_tick(tmp_path):

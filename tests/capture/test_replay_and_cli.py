@@ -13,11 +13,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import fastframe
 from fastframe import aio
 from fastframe.capture import Archive, pieces_of, read_times, replay, serve_proxy
 
-from .helpers import RecordProcess, joined, read_file, stomp_files
+from .helpers import RecordProcess, joined, read_file, require_zstd, stomp_files
 from .test_proxy import HOST, Wire, run
 
 # headers that name this session or this message, not what the broker answered
@@ -93,12 +95,15 @@ def interrupt(process: subprocess.Popen) -> tuple:
     return process.returncode, out, err
 
 
-def test_record_and_broker_record_commands_then_replay_command(tmp_path):
+@pytest.mark.parametrize("flag,ending", [("--gzip", ".gz"), ("--zstd", ".zst")])
+def test_record_and_broker_record_commands_then_replay_command(tmp_path, flag, ending):
+    if flag == "--zstd":
+        require_zstd()
     broker, broker_port = start("broker", "--port", "0", "--record", str(tmp_path / "broker"))
     try:
         proxy, proxy_port = start(
             "record", "--listen", "127.0.0.1:0", "--upstream", f"127.0.0.1:{broker_port}",
-            "--out", str(tmp_path / "proxy"), "--name", "local", "--gzip", "--roll-size", "2k",
+            "--out", str(tmp_path / "proxy"), "--name", "local", flag, "--roll-size", "2k",
         )  # fmt: skip
         try:
             wire = Wire()
@@ -112,8 +117,8 @@ def test_record_and_broker_record_commands_then_replay_command(tmp_path):
     assert broker_code == 0, broker_err
 
     recorded = stomp_files(str(tmp_path / "proxy" / "local"))
-    assert all(p.endswith(".stomp.gz") for p in recorded["conn-0001.c2s"]) and len(recorded["conn-0001.s2c"]) > 1
-    assert joined(recorded["conn-0001.c2s"]) == bytes(wire.out)  # every gzip piece complete
+    assert all(p.endswith(".stomp" + ending) for p in recorded["conn-0001.c2s"]) and len(recorded["conn-0001.s2c"]) > 1
+    assert joined(recorded["conn-0001.c2s"]) == bytes(wire.out)  # every compressed piece complete
     assert joined(recorded["conn-0001.s2c"]) == bytes(wire.into)
     assert all(os.path.exists(p + ".ffidx") for p in recorded["conn-0001.s2c"])
     by_broker = stomp_files(str(tmp_path / "broker" / "fastframe-broker"))

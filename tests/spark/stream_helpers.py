@@ -177,10 +177,12 @@ QUERY_SCRIPT = HERE / "stream_query.py"
 class QueryProcess:
     """The same query in a child process (its own session, so the test can kill it and everything it started)."""
 
-    def __init__(self, options: Dict[str, str], out: Path, checkpoint: Path) -> None:
+    def __init__(self, options: Dict[str, str], out: Path, checkpoint: Path, hold_first_batch: bool = False) -> None:
         import json
 
         args = [sys.executable, str(QUERY_SCRIPT), json.dumps(options), str(out), str(checkpoint)]
+        if hold_first_batch:  # batch 0 is planned and never committed (see stream_query.py)
+            args.append("--hold-first-batch")
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE.parent), os.environ.get("PYTHONPATH")])),

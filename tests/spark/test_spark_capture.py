@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from typing import Any
 
 from pyspark.sql import functions as F
 
 import fastframe
+from _extras import require
 from fastframe import aio
+from fastframe.archive import compressed_reader
 from fastframe.capture import Archive, serve_proxy
 
 from .helpers import bare_decode, split_rows
@@ -23,8 +26,8 @@ def collect(df: Any) -> Any:
     return [row.asDict(recursive=True) for row in df.collect()]
 
 
-async def _session(root: str) -> None:
-    with Archive(root, "mem", roll_size=96 << 10, index_interval=4 << 10) as archive:
+async def _session(root: str, compression: Any = None) -> None:
+    with Archive(root, "mem", roll_size=96 << 10, index_interval=4 << 10, compression=compression) as archive:
         async with aio.Broker(port=0) as broker:
             async with await serve_proxy(archive, "127.0.0.1", 0, "127.0.0.1", broker.port) as proxy:
                 async with aio.connect("127.0.0.1", proxy.port, max_queue=N + 1) as client:
@@ -57,3 +60,24 @@ def test_a_capture_in_spark_send_to_message_latency(spark: Any, tmp_path: Any) -
     latency = sent.join(got, "n").select((F.unix_micros("at2") - F.unix_micros("at")).alias("us"))
     values = [row["us"] for row in latency.collect()]
     assert len(values) == N and all(value is not None and 0 <= value < 10_000_000 for value in values)
+
+
+def test_a_zstd_capture_in_spark(spark: Any, tmp_path: Any) -> None:
+    """Rolled zstd pieces (``fastframe record --zstd``): each read whole (a compressed file is not split), every
+    frame as recorded, with its arrival time."""
+    if sys.version_info < (3, 14):
+        require("zstandard", "zstd")
+    root = str(tmp_path / "archive")
+    asyncio.run(asyncio.wait_for(_session(root, "zstd"), 60))
+    df = spark.read.format("stomp").option("recursiveFileLookup", True).option("maxPartitionBytes", "32k").load(root)
+    expected = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(".stomp.zst"):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as raw, compressed_reader(raw, "zstd") as stream:
+                    expected[path] = bare_decode(fastframe, bytes(stream.read()))
+    assert len([p for p in expected if ".s2c" in p]) > 1  # rolled
+    rows = collect(df)
+    assert split_rows(rows) == expected
+    assert all(row["received_at"] is not None for row in rows)

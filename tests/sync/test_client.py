@@ -15,6 +15,7 @@ import pytest
 
 import fastframe.sync
 from fastframe import aio
+from fastframe.protocol import LocalProtocolError
 
 from ._servers import BrokerProcess, BrokerThread, FakeServerThread
 
@@ -106,6 +107,83 @@ def test_eight_threads_send_on_one_connection_while_another_consumes(broker: Bro
             mine = [(n, body) for th, n, body in got if th == str(t)]
             assert [int(n) for n, _ in mine] == list(range(each))
             assert all(body == (b"%d:%s:" % (t, n.encode())) * (1 + (int(n) % 50)) for n, body in mine)
+
+
+def test_consumer_threads_sharing_a_subscription_get_each_message_once(broker: BrokerThread) -> None:
+    # queued messages are taken without the lock, waits with it; a small queue makes the I/O thread
+    # wait for room often, so a consumer that empties it must wake it
+    count, readers = 3000, 4
+    with connect(broker.port) as producer, connect(broker.port) as consumer:
+        sub = consumer.subscribe("/queue/shared", max_queue=8)
+        got: List[List[bytes]] = [[] for _ in range(readers)]
+        errors: List[BaseException] = []
+
+        def consume(mine: List[bytes]) -> None:
+            try:
+                while True:
+                    mine.append(sub.get(timeout=5).body)
+            except TimeoutError:
+                pass  # nothing more came
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=consume, args=(mine,)) for mine in got]
+        for thread in threads:
+            thread.start()
+        for n in range(count):
+            producer.send("/queue/shared", b"%d" % n)
+        for thread in threads:
+            thread.join(30)
+        assert not errors, errors
+        bodies = [body for mine in got for body in mine]
+        assert sorted(bodies, key=int) == [b"%d" % n for n in range(count)]  # each once, none lost
+        for mine in got:  # each thread sees the order the broker delivered in
+            assert [int(body) for body in mine] == sorted(int(body) for body in mine)
+
+
+def test_a_send_the_connection_refuses_is_raised_by_the_next_call(broker: BrokerThread) -> None:
+    with connect(broker.port, versions=("1.0",)) as client:
+        sub = client.subscribe("/queue/refused")
+        client.send("/queue/refused", b"before")
+        client.send("/queue/refused", b"bad", {"x-k": "a\nb"})  # STOMP 1.0 cannot carry a line break in a value
+        client.send("/queue/refused", b"after")  # queued with the others: it still goes out
+        client.flush(timeout=5)  # all three handed to the connection
+        with pytest.raises(LocalProtocolError, match="STOMP 1.0"):
+            client.flush(timeout=5)  # the call after the failure raises it
+        client.flush(timeout=5)  # once
+        assert [sub.get(timeout=5).body for _ in range(2)] == [b"before", b"after"]
+
+
+def test_hooks_see_every_frame_sent(broker: BrokerThread) -> None:
+    frames: List[Any] = []
+    wires: List[bytes] = []
+    hook = lambda direction, frame: frames.append(frame) if direction == "out" else None  # noqa: E731
+    wire = lambda direction, data: wires.append(data) if direction == "out" else None  # noqa: E731
+    with connect(broker.port, frame_hook=hook, wire_hook=wire) as client:
+        sub = client.subscribe("/queue/hooked")
+        for n in range(200):
+            client.send("/queue/hooked", b"%d" % n)
+        assert sub.get(timeout=5).body == b"0"
+        client.flush(timeout=5)
+    sends = [frame.body for frame in frames if frame is not None and frame.command == "SEND"]
+    assert sends == [b"%d" % n for n in range(200)]
+    assert sum(data.startswith(b"SEND\n") for data in wires) == 200  # one write per frame for the hook
+
+
+def test_disconnect_with_a_full_queue_nobody_reads_is_prompt(broker: BrokerThread) -> None:
+    client = connect(broker.port)
+    sub = client.subscribe("/queue/unread", max_queue=20)
+    for n in range(100):
+        client.send("/queue/unread", b"%d" % n)
+    client.flush(timeout=5)
+    deadline = time.monotonic() + 5
+    while len(sub) < 20 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the queue is full: the I/O thread waits for room
+    started = time.monotonic()
+    assert client.disconnect(timeout=5) is True
+    assert time.monotonic() - started < 2.0
+    bodies = [message.body for message in sub]  # what arrived stays readable, then iteration stops
+    assert 20 <= len(bodies) <= 100 and bodies == [b"%d" % n for n in range(len(bodies))]
 
 
 def test_closing_wakes_a_thread_blocked_in_a_receive(broker: BrokerThread) -> None:

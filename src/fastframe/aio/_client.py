@@ -256,22 +256,37 @@ class Client:
         timeout: Optional[float] = None,
     ) -> None:
         """SEND; with ``receipt=True`` wait (at most ``timeout`` s) until the server confirms it."""
+        if receipt or not self.send_nowait(
+            destination, body, headers, content_type=content_type, transaction=transaction
+        ):
+            await self._send(destination, body, headers, content_type, transaction, receipt, timeout)
+
+    def send_nowait(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        transaction: Optional[str] = None,
+    ) -> bool:
+        """SEND now, without a receipt, if that needs no wait: a session is connected and its write
+        buffer is below the high-water mark. ``False`` (nothing sent) when ``send()`` would wait (a
+        reconnect runs, the buffer is full) or raise (the client is over): then ``await send(...)``.
+        For code that cannot await: a callback, the blocking client's I/O thread."""
         session = self._session
         if (
-            not receipt
-            and session is not None
-            and session._can_write
-            and session.conn.state is _CONNECTED
-            and self._error is None
-            and not session.closed.done()
+            session is None
+            or not session._can_write
+            or session.conn.state is not _CONNECTED
+            or self._error is not None
+            or session.closed.done()
         ):
-            # the everyday send: what _request does for it (is_connected, writable), without a
-            # closure, a coroutine and property calls
-            session.write(
-                session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction)
-            )
-            return
-        await self._send(destination, body, headers, content_type, transaction, receipt, timeout)
+            return False
+        # what _request does for it (is_connected, writable), without a closure, a coroutine and
+        # property calls
+        session.write(session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction))
+        return True
 
     async def _send(
         self,

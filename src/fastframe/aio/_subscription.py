@@ -248,6 +248,13 @@ class Subscription:
                 self._waiter = None
         return self._take()
 
+    def get_nowait(self) -> Message:
+        """The next queued message without waiting (:class:`asyncio.QueueEmpty` when none is queued,
+        whether or not the subscription ended)."""
+        if not self._queue:
+            raise asyncio.QueueEmpty
+        return self._take()
+
     def _take(self) -> Message:
         message = self._queue.popleft()
         left = len(self._queue)

@@ -4,7 +4,8 @@ What the Spark layer, the capture recorder and the command line share about an *
 recorded frame streams), with the codec and the standard library only:
 
 * files on any filesystem (local paths; ``pyarrow.fs`` or ``fsspec`` for remote ones): listing,
-  opening with compression by name, sizes given as text (``_files``);
+  opening with compression by name, sizes given as text (``_files``); gzip, zstd and bz2 streams
+  without pyarrow (``_compression``: zstd needs the ``zstd`` extra before Python 3.14);
 * the split index ``<file>.ffidx``: proven frame boundaries where a file may be split
   (:func:`write_index`; ``_split_index``);
 * the arrival-time sidecar ``<file>.fftimes`` (:func:`read_times`; ``_arrival_times``);
@@ -30,6 +31,18 @@ from ._arrival_times import (
 )
 from ._arrival_times import (
     times_path as times_path,
+)
+from ._compression import (
+    COMPRESSED_SUFFIXES as COMPRESSED_SUFFIXES,
+)
+from ._compression import (
+    compressed_reader as compressed_reader,
+)
+from ._compression import (
+    compressed_writer as compressed_writer,
+)
+from ._compression import (
+    require_compression as require_compression,
 )
 from ._files import (
     EXTENSIONS as EXTENSIONS,

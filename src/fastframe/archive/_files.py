@@ -24,6 +24,8 @@ import threading
 from typing import Any, BinaryIO, Dict, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ._compression import compressed_reader
+
 GLOB_CHARS = "*?["
 #: Compression by file name ending (the reader's "auto").
 EXTENSIONS = {".gz": "gzip", ".gzip": "gzip", ".zst": "zstd", ".zstd": "zstd", ".bz2": "bz2"}
@@ -316,14 +318,21 @@ def compression_for(path: str, setting: str = "auto") -> Optional[str]:
 
 
 def open_stream(path: str, prefer: str, compression: Optional[str], start: int = 0) -> Any:
-    """A readable binary stream over a file's bytes, decompressed (with pyarrow) when ``compression`` is set."""
+    """A readable binary stream over a file's bytes, decompressed when ``compression`` is set (by pyarrow,
+    or where it is not installed by :mod:`._compression`)."""
+    if compression is not None and start:
+        raise ValueError("a compressed file cannot be read from an offset")
     fs, inner = resolve(path, prefer)
     raw = fs.open_read(inner)
     if compression is not None:
-        import pyarrow as pa
-
-        if start:
-            raise ValueError("a compressed file cannot be read from an offset")
+        try:
+            import pyarrow as pa
+        except ImportError:  # the base install: the standard library's gzip and bz2, zstd with its extra
+            try:
+                return compressed_reader(raw, compression)
+            except BaseException:
+                raw.close()
+                raise
         return pa.CompressedInputStream(raw, compression)
     if start:
         raw.seek(start)

@@ -3,7 +3,10 @@ broker and back, and each connection's two directions are recorded (asyncio, sta
 
 Flow control passes through: when one side's write buffer passes ``high_water`` the proxy stops reading
 from the other side until it drains, so a slow client slows its broker connection (TCP does the rest)
-and the proxy holds at most about ``high_water`` plus one read per direction. An end of stream is passed
+and the proxy holds at most about ``high_water`` plus one read per direction. While a stream flows one way
+(reads within ``coalesce`` of each other, with nothing from the other side meanwhile) each side rests
+``coalesce`` seconds after a read, so what arrives meanwhile is forwarded and recorded in one larger read
+(as the asyncio client's ``coalesce_reads``): a lone frame and an answer go on at once. An end of stream is passed
 on as one (a half-close where both transports can, else a close); a connection dropped on one side is
 closed on the other after what was already read is written.
 """
@@ -21,6 +24,8 @@ __all__ = ["Proxy", "serve_proxy"]
 
 _log = logging.getLogger("fastframe.capture")
 DEFAULT_HIGH_WATER = 256 * 1024
+DEFAULT_COALESCE = 0.001
+_READ_SIZE = 256 * 1024  # what asyncio's socket transports read at most at once (a full read: more waits)
 
 
 class _Link:
@@ -30,6 +35,8 @@ class _Link:
         self.proxy = proxy
         self.client: Optional[asyncio.Transport] = None
         self.upstream: Optional[asyncio.Transport] = None
+        self.client_side: Optional[_Client] = None
+        self.upstream_side: Optional[_Upstream] = None
         self.recorder: Optional[Recorder] = None
         self.ends = 0  # ends of stream passed on as half-closes
         self.done = False
@@ -71,12 +78,54 @@ class _Link:
 
 
 class _Side(asyncio.Protocol):
+    """What both ends share: flow control, and the rests of a read stream."""
+
     def __init__(self, link: _Link) -> None:
         self.link = link
         self.transport: Optional[asyncio.Transport] = None
+        self.reads = 0  # reads so far (the other side compares: did this side read since?)
+        self._last_read = float("-inf")
+        self._other_reads = 0  # the other side's reads at this side's last read
+        self._held = False  # the other side's write buffer is full: reading waits for it
+        self._rest: Optional[asyncio.TimerHandle] = None
 
     def _other(self) -> Optional[asyncio.Transport]:
         raise NotImplementedError
+
+    def _other_side(self) -> Optional[_Side]:
+        raise NotImplementedError
+
+    def _after_read(self, nbytes: int) -> None:
+        # coalesce: while a stream flows (reads within a rest of each other, and the other side said
+        # nothing meanwhile, so this is no answer to it) this side rests after each read, and what
+        # arrives meanwhile comes in one larger read: fewer wake-ups, reads and writes per message.
+        # A lone frame, an answer, and a full read (more is waiting) go on at once.
+        self.reads += 1
+        proxy = self.link.proxy
+        now = proxy._loop.time()
+        other = self._other_side()
+        other_reads = other.reads if other is not None else 0
+        stream = now < self._last_read + proxy.coalesce and other_reads == self._other_reads
+        self._last_read, self._other_reads = now, other_reads
+        if stream and nbytes < _READ_SIZE and self._rest is None and self.transport is not None:
+            self.transport.pause_reading()
+            self._rest = proxy._loop.call_later(proxy.coalesce, self._end_rest)
+
+    def _end_rest(self) -> None:
+        self._rest = None
+        if not self._held and self.transport is not None and not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def _hold(self, held: bool) -> None:
+        """Flow control from the other side: stop reading while it cannot write (``held``), then go on."""
+        self._held = held
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if held:
+            transport.pause_reading()
+        elif self._rest is None:
+            transport.resume_reading()
 
     def eof_received(self) -> Optional[bool]:  # noqa: D102
         other = self._other()
@@ -89,17 +138,20 @@ class _Side(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:  # noqa: D102
+        if self._rest is not None:
+            self._rest.cancel()
+            self._rest = None
         self.link.end()
 
     def pause_writing(self) -> None:  # noqa: D102
-        other = self._other()
-        if other is not None and not other.is_closing():
-            other.pause_reading()  # this side cannot take more: stop reading what would go to it
+        other = self._other_side()
+        if other is not None:
+            other._hold(True)  # this side cannot take more: stop reading what would go to it
 
     def resume_writing(self) -> None:  # noqa: D102
-        other = self._other()
-        if other is not None and not other.is_closing():
-            other.resume_reading()
+        other = self._other_side()
+        if other is not None:
+            other._hold(False)
 
 
 class _Client(_Side):
@@ -108,9 +160,13 @@ class _Client(_Side):
     def _other(self) -> Optional[asyncio.Transport]:
         return self.link.upstream
 
+    def _other_side(self) -> Optional[_Side]:
+        return self.link.upstream_side
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102
         assert isinstance(transport, asyncio.Transport)
         self.transport = self.link.client = transport
+        self.link.client_side = self
         transport.set_write_buffer_limits(high=self.link.proxy.high_water)
         transport.pause_reading()  # until the broker's side is connected
         self.link.proxy._links.add(self.link)
@@ -123,6 +179,8 @@ class _Client(_Side):
         link.upstream.write(data)
         if link.recorder is not None:
             link.recorder.c2s(data)
+        if link.proxy.coalesce:
+            self._after_read(len(data))
 
 
 class _Upstream(_Side):
@@ -131,10 +189,14 @@ class _Upstream(_Side):
     def _other(self) -> Optional[asyncio.Transport]:
         return self.link.client
 
+    def _other_side(self) -> Optional[_Side]:
+        return self.link.client_side
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # noqa: D102
         assert isinstance(transport, asyncio.Transport)
         link = self.link
         self.transport = link.upstream = transport
+        link.upstream_side = self
         transport.set_write_buffer_limits(high=link.proxy.high_water)
         if link.recorder is None and not link.done:
             link.recorder = link.proxy.archive.recorder()
@@ -146,6 +208,8 @@ class _Upstream(_Side):
         link.client.write(data)
         if link.recorder is not None:
             link.recorder.s2c(data)
+        if link.proxy.coalesce:
+            self._after_read(len(data))
 
 
 class Proxy:
@@ -159,6 +223,7 @@ class Proxy:
         upstream_ssl: Optional[_ssl.SSLContext],
         connect_timeout: float,
         high_water: int,
+        coalesce: float,
     ) -> None:
         self.archive = archive
         self.upstream_host = upstream_host
@@ -166,6 +231,8 @@ class Proxy:
         self.upstream_ssl = upstream_ssl
         self.connect_timeout = connect_timeout
         self.high_water = high_water
+        self.coalesce = coalesce
+        self._loop = asyncio.get_running_loop()
         self._links: Set[_Link] = set()
         self._tasks: Set[Any] = set()
         self._server: Optional[asyncio.AbstractServer] = None
@@ -238,17 +305,21 @@ async def serve_proxy(
     upstream_ssl: Optional[_ssl.SSLContext] = None,
     connect_timeout: float = 10.0,
     high_water: int = DEFAULT_HIGH_WATER,
+    coalesce: float = DEFAULT_COALESCE,
 ) -> Proxy:
     """Listen on ``host:port`` (0: a free one, see :attr:`Proxy.port`) and proxy each connection to
     ``upstream_host:upstream_port``, recording it into ``archive``.
 
     ``ssl`` serves TLS to the clients, ``upstream_ssl`` speaks TLS to the broker (the recording holds
     the STOMP bytes, never TLS records). ``high_water``: bytes a side may have waiting to be written
-    before the proxy stops reading the other side.
+    before the proxy stops reading the other side. ``coalesce`` (seconds, default 1 ms, 0 = off): the
+    rest after each read of a stream (see the module's docstring): fewer, larger reads under load.
     """
     if high_water < 1:
         raise ValueError("high_water must be at least 1")
-    proxy = Proxy(archive, upstream_host, upstream_port, upstream_ssl, connect_timeout, high_water)
+    if isinstance(coalesce, bool) or not (isinstance(coalesce, (int, float)) and 0.0 <= coalesce <= 1.0):
+        raise ValueError(f"coalesce must be seconds between 0 and 1, not {coalesce!r}")
+    proxy = Proxy(archive, upstream_host, upstream_port, upstream_ssl, connect_timeout, high_water, float(coalesce))
     loop = asyncio.get_running_loop()
     proxy._server = await loop.create_server(lambda: _Client(_Link(proxy)), host, port, ssl=ssl)
     proxy.port = proxy._server.sockets[0].getsockname()[1]

@@ -1,9 +1,10 @@
 """``Archive`` (a folder of recordings, its writer thread, its options) and ``Recorder`` (one connection).
 
 The recorder runs where the bytes are (the event loop): it feeds each direction to a
-:class:`fastframe.Decoder`, which proves the frame boundaries (the only places a file is cut) and
-dates each frame, and hands bytes and records to the archive's writer thread (:mod:`._sink`). It
-never raises into its caller and never blocks: at worst it drops its own recording.
+:class:`fastframe.ColumnDecoder`, which proves the frame boundaries (the only places a file is cut) and
+gives each frame's offset to date it, and hands the bytes and their records to the archive's writer
+thread (:mod:`._sink`), one operation per read. It never raises into its caller and never blocks: at
+worst it drops its own recording.
 """
 
 from __future__ import annotations
@@ -11,13 +12,15 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import sys
 import threading
 import time
+from array import array
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 import fastframe
 
-from ..archive import RECORD
+from ..archive import require_compression
 from ._sink import FileSink, Opener, Recording, Writer, _log
 
 #: ``Recorder`` directions by name: the client's wire_hook says "out"/"in", a server's "in"/"out".
@@ -25,6 +28,7 @@ _PERSPECTIVES = {"client": {"out": "c2s", "in": "s2c"}, "server": {"in": "c2s", 
 _NUMBERED = re.compile(r"conn-(\d+)\.")
 DEFAULT_INDEX_INTERVAL = 4 << 20  # as fastframe.spark.write_index
 DEFAULT_MAX_PENDING = 8 << 20
+_BIG_ENDIAN = sys.byteorder == "big"  # (the sidecar's records are little-endian)
 
 #: The codec module the recorder decodes with (tests point it at each twin).
 codec: Any = fastframe
@@ -39,7 +43,9 @@ class Archive:
         roll_size: start a new piece of a direction once its file holds this many bytes (None: never).
         roll_age: ... or once it is this many seconds old (None: never). Pieces end at proven frame
             boundaries only: past a decode error, a direction is not cut again.
-        gzip: compress each piece (``.stomp.gz``).
+        compression: ``"gzip"`` (``.stomp.gz``) or ``"zstd"`` (``.stomp.zst``: the ``zstd`` extra before
+            Python 3.14, an ImportError naming it here when missing) compresses each piece; None: not.
+        gzip: the same as ``compression="gzip"``.
         decoder_options: :class:`fastframe.Decoder` options the boundaries and the ``.ffidx`` sidecars are
             proven with (reads with other options ignore the index).
         index_interval: bytes between the checkpoints of an ``.ffidx``.
@@ -58,6 +64,7 @@ class Archive:
         *,
         roll_size: Optional[int] = None,
         roll_age: Optional[float] = None,
+        compression: Optional[str] = None,
         gzip: bool = False,
         decoder_options: Optional[Mapping[str, Any]] = None,
         index_interval: int = DEFAULT_INDEX_INTERVAL,
@@ -77,9 +84,17 @@ class Archive:
         self.broker = broker
         self.roll_size = roll_size
         self.roll_age = roll_age
-        self.gzip = gzip
+        if gzip:
+            if compression not in (None, "gzip"):
+                raise ValueError(f"gzip=True and compression={compression!r}: choose one")
+            compression = "gzip"
+        if compression is not None:
+            if compression not in ("gzip", "zstd"):
+                raise ValueError(f"compression must be 'gzip', 'zstd' or None, not {compression!r}")
+            require_compression(compression)  # zstd without its module: the extra to install, now
+        self.compression = compression
         self.decoder_options: Dict[str, Any] = dict(decoder_options or {})
-        codec.Decoder(**self.decoder_options)  # refuse bad options now
+        codec.ColumnDecoder(**self.decoder_options)  # refuse bad options now
         self.index_interval = index_interval
         self.max_pending = max_pending
         self.opener = opener
@@ -153,16 +168,18 @@ class Archive:
 
 
 class _Direction:
-    """One direction of a connection, in the caller's thread: where its current piece starts, its frames."""
+    """One direction of a connection, in the caller's thread: its current piece's size and frames.
+
+    Its decoder (a :class:`fastframe.ColumnDecoder`: a frame's offset without a Frame object) starts with
+    each piece, so the offsets it gives are the piece's (what the sidecars hold).
+    """
 
     def __init__(self, recorder: Recorder, sink: FileSink) -> None:
-        archive = recorder.archive
         self.recorder = recorder
         self.sink = sink
-        self.decoder: Any = codec.Decoder(**archive.decoder_options)
+        self.decoder: Any = codec.ColumnDecoder(**recorder.archive.decoder_options)
         self.proven = True  # every byte so far decoded into frames: boundaries are known
-        self.written = 0  # stream bytes handed to the sink
-        self.file_start = 0  # stream offset of the current piece's first byte
+        self.size = 0  # bytes of the current piece handed to the sink
         self.opened_at: Optional[float] = None  # monotonic time of the current piece's first byte
         self.frames = 0  # frames in the current piece
         self.checkpoints: List[Tuple[int, int]] = []
@@ -170,71 +187,85 @@ class _Direction:
         self.error_offset: Optional[int] = None  # in the current piece
 
     def feed(self, data: bytes, now_ns: int, now: float) -> None:
-        start = self.written
-        frames: Any = ()
-        boundary = -1
         if self.proven:
             decoder = self.decoder
             try:
-                frames = decoder.feed(data)
-            except fastframe.DecodeError as err:
-                frames = err.frames
-                self.proven = False
-                self.error_offset = err.offset - self.file_start
+                decoder.feed(data)
+            except fastframe.DecodeError as err:  # (the rows before the bad byte wait to be taken)
+                self._unproven(err)
             else:
+                # roll at the last frame this read completed (only ever inside this read)
                 boundary = decoder.bytes_fed - decoder.buffered
-        if boundary > self.file_start and boundary >= start and self._due(start + len(data), now):
-            cut = boundary - start  # the piece ends at the last frame this read completed
-            if cut:
-                self._write(data[:cut], now)
-            self._dated(frames, now_ns)
-            self._roll()
-            if cut < len(data):
-                self._write(data[cut:], now)
-            return
-        self._write(data, now)
-        self._dated(frames, now_ns)
+                if boundary > 0 and boundary >= self.size and self._due(self.size + len(data), now):
+                    self._roll_within(data, boundary - self.size, now_ns, now)
+                    return
+            self._write(data, self._dated(now_ns), now)
+        else:
+            self._write(data, b"", now)
+
+    def _unproven(self, err: Any) -> None:
+        self.proven = False  # no boundary past a decode error: this direction is not cut again
+        self.error_offset = err.offset
+
+    def _roll_within(self, data: bytes, cut: int, now_ns: int, now: float) -> None:
+        times = self._dated(now_ns)
+        if cut or times:
+            self._write(data[:cut], times, now)
+        self._roll()
+        if cut < len(data):
+            rest = data[cut:]  # the start of a frame: the new piece's decoder takes it from its first byte
+            try:
+                self.decoder.feed(rest)
+            except fastframe.DecodeError as err:
+                self._unproven(err)
+            self._write(rest, b"", now)
 
     def _due(self, end: int, now: float) -> bool:
         archive = self.recorder.archive
-        if archive.roll_size is not None and end - self.file_start >= archive.roll_size:
+        if archive.roll_size is not None and end >= archive.roll_size:
             return True
         return archive.roll_age is not None and self.opened_at is not None and now - self.opened_at >= archive.roll_age
 
     def tick(self, now: float) -> None:
         """Roll an idle piece that is old enough (between frames only)."""
-        if self.proven and not self.decoder.buffered and self.written > self.file_start and self._due(0, now):
+        if self.proven and not self.decoder.buffered and self.size and self._due(0, now):
             self._roll()
 
-    def _write(self, data: bytes, now: float) -> None:
+    def _write(self, data: bytes, times: bytes, now: float) -> None:
         if self.opened_at is None:
             self.opened_at = now
-        self.written += len(data)
-        self.recorder._submit(self.sink, "write", data, len(data))
+        self.size += len(data)
+        # one operation per read: the bytes and their frames' arrival times
+        self.recorder._submit(self.sink, "write", (data, times), len(data) + len(times))
 
-    def _dated(self, frames: Any, now_ns: int) -> None:
-        if not frames:
-            return
-        base = self.file_start
-        pack = RECORD.pack
-        interval = self.recorder.archive.index_interval
-        records = []
-        for frame in frames:
-            offset = frame.offset - base
-            if offset >= self.next_checkpoint:
-                self.checkpoints.append((self.frames, offset))
-                self.next_checkpoint = offset + interval
-            self.frames += 1
-            records.append(pack(offset, now_ns))
-        data = b"".join(records)
-        self.recorder._submit(self.sink, "times", data, len(data))
+    def _dated(self, now_ns: int) -> bytes:
+        """The arrival-time records of the frames the decoder completed (all arrived at ``now_ns``)."""
+        decoder = self.decoder
+        if not decoder.rows:
+            return b""
+        offsets = array("q", decoder.take().frame_offsets)  # little-endian int64, one per frame
+        if _BIG_ENDIAN:
+            offsets.byteswap()
+        if offsets[-1] >= self.next_checkpoint:
+            interval = self.recorder.archive.index_interval
+            for k, offset in enumerate(offsets):
+                if offset >= self.next_checkpoint:
+                    self.checkpoints.append((self.frames + k, offset))
+                    self.next_checkpoint = offset + interval
+        self.frames += len(offsets)
+        records = array("q", (now_ns,)) * (2 * len(offsets))  # (offset, unix_ns) pairs, built in C
+        records[0::2] = offsets
+        if _BIG_ENDIAN:
+            records.byteswap()
+        return records.tobytes()
 
     def _facts(self) -> Tuple[List[Tuple[int, int]], int, Optional[int]]:
         return self.checkpoints, self.frames, self.error_offset
 
     def _roll(self) -> None:
         self.recorder._submit(self.sink, "finish", self._facts())
-        self.file_start = self.written
+        self.decoder = codec.ColumnDecoder(**self.recorder.archive.decoder_options)
+        self.size = 0
         self.opened_at = None
         self.frames = 0
         self.checkpoints = []
@@ -246,7 +277,7 @@ class _Direction:
             try:
                 self.decoder.close()
             except fastframe.DecodeError as err:  # the stream ended inside a frame
-                self.error_offset = err.offset - self.file_start
+                self.error_offset = err.offset
         self.recorder._submit(self.sink, "finish", self._facts())
 
 
@@ -273,7 +304,7 @@ class Recorder:
                 self._recording,
                 folder,
                 f"{self.name}.{direction}",
-                archive.gzip,
+                archive.compression,
                 archive.decoder_options,
                 archive.opener,
             )

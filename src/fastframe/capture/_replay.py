@@ -9,7 +9,6 @@ connection, or when it stayed silent for ``idle`` seconds after everything was s
 from __future__ import annotations
 
 import asyncio
-import gzip
 import os
 import re
 import ssl as _ssl
@@ -17,11 +16,11 @@ from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence,
 
 import fastframe
 
-from ..archive import read_times
+from ..archive import compressed_reader, compression_for, read_times
 
 __all__ = ["ReplayResult", "pieces_of", "replay"]
 
-_PIECE = re.compile(r"^(?P<stem>.*\.(?:c2s|s2c))(?:_\d+)?(?P<ext>\.stomp(?:\.gz)?)$")
+_PIECE = re.compile(r"^(?P<stem>.*\.(?:c2s|s2c))(?:_\d+)?(?P<ext>\.stomp(?:\.gz|\.zst)?)$")
 
 
 class ReplayResult(NamedTuple):
@@ -49,11 +48,12 @@ def pieces_of(path: str) -> List[str]:
 
 
 def _read(path: str) -> bytes:
-    if path.endswith(".gz"):
-        with gzip.open(path, "rb") as stream:
-            return stream.read()
-    with open(path, "rb") as stream:
-        return stream.read()
+    codec = compression_for(path)
+    with open(path, "rb") as raw:
+        if codec is None:
+            return raw.read()
+        with compressed_reader(raw, codec) as stream:
+            return bytes(stream.read())
 
 
 def _schedule(paths: Sequence[str], paced: bool) -> List[Tuple[Optional[int], bytes]]:

@@ -1,16 +1,15 @@
 """The disk side of a recording: one thread per archive does every write, so a slow disk never stalls the
 event loop, and a failing one costs the recording of a connection, never the connection.
 
-The event loop hands each direction's :class:`FileSink` operations (``write``, ``times``, ``finish``,
-``abort``) through :meth:`Writer.submit`; the writer thread runs them in order. What waits is counted
-per recorder (``Recording.pending``): the recorder drops itself when that passes its bound (the disk is
+The event loop hands each direction's :class:`FileSink` operations (``write``, ``finish``, ``abort``)
+through :meth:`Writer.submit`; the writer thread runs them in order, one write per file and batch. What
+waits is counted per recorder (``Recording.pending``): the recorder drops itself when that passes its bound (the disk is
 too slow). An ``OSError`` from the disk (full, gone, read-only) drops the recording of that connection:
 both of its sinks close what they have, and the reason is logged once.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
@@ -19,7 +18,7 @@ import time
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from ..archive import INDEX_SUFFIX, MAGIC, make_index, times_path
+from ..archive import COMPRESSED_SUFFIXES, INDEX_SUFFIX, MAGIC, compressed_writer, make_index, times_path
 
 _log = logging.getLogger("fastframe.capture")
 
@@ -46,7 +45,7 @@ class Recording:
 
 
 class FileSink:
-    """One direction of one connection: its pieces ``<stem><piece>.stomp[.gz]``, each with its sidecars.
+    """One direction of one connection: its pieces ``<stem><piece>.stomp[.gz|.zst]``, each with its sidecars.
 
     Used by the writer thread only (after construction).
     """
@@ -56,14 +55,14 @@ class FileSink:
         recording: Recording,
         folder: str,
         stem: str,
-        compress: bool,
+        compression: Optional[str],
         decoder_kwargs: Any,
         opener: Opener,
     ) -> None:
         self.recording = recording
         self.folder = folder
         self.stem = stem  # e.g. conn-0003.c2s
-        self.compress = compress
+        self.compression = compression  # None, "gzip" or "zstd"
         self.decoder_kwargs = decoder_kwargs
         self.opener = opener
         self.piece = 0
@@ -71,11 +70,14 @@ class FileSink:
         self._raw: Optional[IO[bytes]] = None
         self._out: Any = None  # the piece's writer: the raw file, or a GzipFile over it
         self._times: Optional[IO[bytes]] = None
+        self._data: List[bytes] = []  # gathered by ``write`` operations, written by drain()
+        self._times_data: List[bytes] = []
 
     def path(self, piece: int) -> str:
         """Piece 1 is ``conn-NNNN.c2s.stomp``, then ``conn-NNNN.c2s_0002.stomp`` (names sort in stream order)."""
         more = "" if piece == 1 else f"_{piece:04d}"
-        return os.path.join(self.folder, f"{self.stem}{more}.stomp{'.gz' if self.compress else ''}")
+        ending = COMPRESSED_SUFFIXES[self.compression] if self.compression else ""
+        return os.path.join(self.folder, f"{self.stem}{more}.stomp{ending}")
 
     def _open(self) -> None:
         self.piece += 1
@@ -83,27 +85,41 @@ class FileSink:
         os.makedirs(self.folder, exist_ok=True)
         self.paths.append(path)
         self._raw = self.opener(path, "wb")
-        # mtime 0: the bytes depend on the traffic only
-        self._out = gzip.GzipFile(fileobj=self._raw, mode="wb", mtime=0) if self.compress else self._raw
+        # (compressed: the bytes depend on the traffic only, no time in them)
+        self._out = compressed_writer(self._raw, self.compression) if self.compression else self._raw
         self._times = self.opener(times_path(path), "wb")
         self._times.write(MAGIC)
 
     def run(self, op: str, arg: Any) -> None:
-        """One operation, in the writer thread (an OSError drops the recording)."""
+        """One operation, in the writer thread (an OSError drops the recording).
+
+        ``write`` (bytes, their arrival-time records) only gathers; ``drain`` (after each batch of the
+        writer, and before any other operation) writes what gathered, in one call per file.
+        """
         if op == "write":
-            if self._out is None:
-                self._open()
-            assert self._out is not None
-            self._out.write(arg)
-        elif op == "times":
-            if self._out is None:
-                self._open()
-            assert self._times is not None
-            self._times.write(arg)
-        elif op == "finish":
+            data, times = arg
+            self._data.append(data)
+            if times:
+                self._times_data.append(times)
+            return
+        self.drain()  # (what gathered goes first)
+        if op == "finish":
             self._finish(arg)
         elif op == "abort":
             self.abort()
+
+    def drain(self) -> None:
+        """Write the bytes and records gathered (opening the piece when it is not open yet)."""
+        if not self._data and not self._times_data:
+            return
+        data, times = self._data, self._times_data
+        self._data, self._times_data = [], []
+        if self._out is None:
+            self._open()
+        assert self._out is not None and self._times is not None
+        self._out.write(data[0] if len(data) == 1 else b"".join(data))
+        if times:
+            self._times.write(times[0] if len(times) == 1 else b"".join(times))
 
     def _finish(self, facts: IndexFacts) -> None:
         """Close the current piece and write its ``.ffidx`` (the next write opens the next piece)."""
@@ -115,7 +131,7 @@ class FileSink:
         try:
             out.flush()
             if out is not raw:
-                out.close()  # the gzip trailer
+                out.close()  # gzip's trailer, zstd's end of frame (the file stays open)
             assert raw is not None and times is not None
             raw.close()
             times.close()
@@ -131,6 +147,7 @@ class FileSink:
         """Close what is open, keeping what reached the disk (no index: the piece may end anywhere)."""
         out, raw, times = self._out, self._raw, self._times
         self._out = self._raw = self._times = None
+        self._data, self._times_data = [], []
         _close_quietly(out, raw, times)
 
 
@@ -181,26 +198,34 @@ class Writer:
             with self._cond:
                 batch, self._ops = self._ops, deque()
             written: Dict[Recording, int] = {}
+            touched: Dict[FileSink, None] = {}  # (in order)
             for sink, op, arg, nbytes in batch:
-                recording = sink.recording
-                try:
-                    if recording.dropped is None:
-                        sink.run(op, arg)
-                    else:
-                        sink.abort()
-                except OSError as exc:
-                    recording.drop(f"{op} failed: {exc}")
-                    sink.abort()
-                except Exception as exc:  # a bug of ours must not end the thread (other connections record)
-                    _log.exception("capture writer: %s of %s failed", op, sink.stem)
-                    recording.drop(f"{op} failed: {type(exc).__name__}: {exc}")
-                    sink.abort()
-                written[recording] = written.get(recording, 0) + nbytes
+                self._run_one(sink, op, arg)
+                touched[sink] = None
+                written[sink.recording] = written.get(sink.recording, 0) + nbytes
+            for sink in touched:  # what the batch gathered: one write per file
+                self._run_one(sink, "drain", None)
             with self._cond:
                 for recording, nbytes in written.items():
                     recording.pending -= nbytes
                 self._done += len(batch)
                 self._cond.notify_all()
+
+    @staticmethod
+    def _run_one(sink: FileSink, op: str, arg: Any) -> None:
+        recording = sink.recording
+        try:
+            if recording.dropped is None:
+                sink.run(op, arg)
+            else:
+                sink.abort()
+        except OSError as exc:
+            recording.drop(f"{op} failed: {exc}")
+            sink.abort()
+        except Exception as exc:  # a bug of ours must not end the thread (other connections record)
+            _log.exception("capture writer: %s of %s failed", op, sink.stem)
+            recording.drop(f"{op} failed: {type(exc).__name__}: {exc}")
+            sink.abort()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every operation submitted so far ran (at most ``timeout`` s); True when they did."""

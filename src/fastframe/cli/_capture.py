@@ -31,6 +31,16 @@ def _duration(text: str) -> float:
     return float(match.group(1)) * _DURATION_FACTORS[match.group(2) or ""]
 
 
+def _milliseconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"not milliseconds from 0 to 1000: {text!r}")
+    return value
+
+
 def _address(text: str) -> Tuple[str, int]:
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or int(port) > 65535:
@@ -55,13 +65,20 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
                      help="the folder for this broker under DIR (default: HOST_PORT of --upstream)")  # fmt: skip
     rec.add_argument("--roll-size", type=size, metavar="SIZE", help="start a new file past this size (e.g. 64m)")
     rec.add_argument("--roll-age", type=_duration, metavar="AGE", help="start a new file past this age (e.g. 1h)")
-    rec.add_argument("--gzip", action="store_true", help="compress the files (.stomp.gz)")
+    packing = rec.add_mutually_exclusive_group()
+    packing.add_argument("--gzip", action="store_const", const="gzip", dest="compression",
+                         help="compress the files with gzip (.stomp.gz)")  # fmt: skip
+    packing.add_argument("--zstd", action="store_const", const="zstd", dest="compression",
+                         help="compress the files with zstd (.stomp.zst; the zstd extra before Python 3.14)")  # fmt: skip
+    rec.add_argument("--coalesce", type=_milliseconds, default=1.0, metavar="MS",
+                     help="while a stream flows, rest this long after each read: fewer, larger reads "
+                     "(default 1; 0: read at once)")  # fmt: skip
     rec.add_argument("--ssl-certfile", metavar="FILE", help="serve TLS to the clients with this certificate chain")
     rec.add_argument("--ssl-keyfile", metavar="FILE", help="the key of --ssl-certfile (if not in it)")
     _add_ssl_client_arguments(rec, "ssl-upstream", "the broker")
 
     rep = commands.add_parser("replay", help="send a recorded client stream to a broker, print its answers")
-    rep.add_argument("file", metavar="FILE", help="a recorded client stream (conn-NNNN.c2s.stomp[.gz]; its "
+    rep.add_argument("file", metavar="FILE", help="a recorded client stream (conn-NNNN.c2s.stomp[.gz|.zst]; its "
                      "later pieces conn-NNNN.c2s_0002.stomp... follow)")  # fmt: skip
     rep.add_argument("--to", type=_address, required=True, metavar="HOST:PORT", help="the broker")
     rep.add_argument("--pace", choices=("fast", "recorded"), default="fast",
@@ -115,10 +132,17 @@ async def _record(args: argparse.Namespace) -> int:
         server_ssl.load_cert_chain(args.ssl_certfile, args.ssl_keyfile)
     (host, port), (up_host, up_port) = args.listen, args.upstream
     name = args.name or f"{up_host}_{up_port}".replace(":", "_")
-    archive = Archive(args.out, name, roll_size=args.roll_size, roll_age=args.roll_age, gzip=args.gzip)
+    archive = Archive(args.out, name, roll_size=args.roll_size, roll_age=args.roll_age, compression=args.compression)
     try:
         proxy = await serve_proxy(
-            archive, host, port, up_host, up_port, ssl=server_ssl, upstream_ssl=_client_context(args, "ssl_upstream")
+            archive,
+            host,
+            port,
+            up_host,
+            up_port,
+            ssl=server_ssl,
+            upstream_ssl=_client_context(args, "ssl_upstream"),
+            coalesce=args.coalesce / 1000,
         )
         print(
             f"fastframe record: listening on {host}:{proxy.port}, forwarding to {up_host}:{up_port}, "
@@ -141,7 +165,7 @@ def _cmd_record(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         return asyncio.run(_record(args))
-    except OSError as exc:
+    except (OSError, ImportError) as exc:  # (ImportError: --zstd without its extra)
         print(f"fastframe record: {exc}", file=sys.stderr)
         return 1
 
@@ -168,6 +192,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 on_answer=lambda frame: listing.show([frame]),
             )
         )
+    except ImportError as exc:  # a .zst capture without the zstd extra
+        print(f"fastframe replay: {exc}", file=sys.stderr)
+        return 1
     except (OSError, asyncio.TimeoutError) as exc:
         print(f"fastframe replay: {host}:{port}: {exc or type(exc).__name__}", file=sys.stderr)
         return 1

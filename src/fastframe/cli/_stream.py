@@ -7,7 +7,8 @@
 Progress goes to stderr, one line per finished batch. Ctrl-C (or SIGTERM) stops the query between
 batches' bookkeeping steps, cleanly: a rerun with the same folders resumes where it stopped
 (consume=stream: exactly once; consume=ack: at-least-once, what was not acknowledged comes again).
-``--available-now`` stops on its own once what the broker held at the start is written.
+``--available-now`` stops on its own once what the broker held at the start is written (consume=ack:
+once the queue has had nothing more to deliver for pollTimeout).
 
 PySpark is imported only when ``stream`` runs, and only through the public ``fastframe.spark`` API.
 """
@@ -53,7 +54,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
                      "(default), latest, an offset, timestamp=SECONDS")  # fmt: skip
     cmd.add_argument("--max-messages", type=_positive, default=10_000, metavar="N", help="per batch (default 10000)")
     cmd.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS", help="start a batch at most this often")
-    cmd.add_argument("--available-now", action="store_true", help="stop once what the broker holds now is written")
+    cmd.add_argument("--available-now", action="store_true", help="stop once what the broker holds now is written "
+                     "(consume=ack: once the queue has nothing more)")  # fmt: skip
     cmd.add_argument("--master", default="local[2]", metavar="URL", help="Spark master (default local[2])")
     cmd.add_argument("--option", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                      help="any other source option (e.g. timeout=60)")  # fmt: skip

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import fastframe
 import fastframe.aio as aio
@@ -84,18 +84,23 @@ async def _stream_subscription(client: Any, destination: str, spec: str, prefetc
 # --------------------------------------------------------------------------- consume=stream, on the driver
 
 
-async def _find_end(broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions) -> int:
+async def _find_end(
+    broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions, first_wait: float
+) -> int:
     sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, opts.connection.timeout)
     try:
-        first = await sub.get(timeout=opts.poll_timeout)
+        first = await sub.get(timeout=first_wait)
     except asyncio.TimeoutError:
         return start  # an empty stream (or nothing within pollTimeout)
     end = _offset(first, destination) + 1
     unacked = 1
-    # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit)
-    while not (limit and end >= start + limit):
+    # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit),
+    # for at most pollTimeout: a producer that never pauses would keep the probe reading what it publishes
+    loop = asyncio.get_running_loop()
+    stop = loop.time() + opts.poll_timeout
+    while not (limit and end >= start + limit) and loop.time() < stop:
         try:
-            message = await sub.get(timeout=CHUNK_GAP)
+            message = await sub.get(timeout=min(CHUNK_GAP, max(0.001, stop - loop.time())))
         except asyncio.TimeoutError:
             break
         end = max(end, _offset(message, destination) + 1)
@@ -103,12 +108,13 @@ async def _find_end(broker: BrokerConnection, destination: str, start: int, limi
         if unacked >= opts.prefetch // 2:
             await message.ack()
             unacked = 0
-    end = max(end, start)
-    return min(end, start + limit) if limit else end
+    return max(end, start)
 
 
-def find_end(opts: SourceOptions, destination: str, start: int, limit: int) -> int:
-    """An offset ``end >= start`` such that every offset in ``[start, end)`` exists (at most ``start + limit``).
+def find_end(opts: SourceOptions, destination: str, start: int, limit: int, settle: bool = False) -> int:
+    """An offset ``end >= start`` such that every offset in ``[start, end)`` exists; with ``limit``, the
+    probe stops as soon as ``end`` reaches ``start + limit`` (the caller caps it: what lies past the cap
+    is proven too, and saves the next batch a probe).
 
     The first message of the stream's last chunk proves every offset below it;
     the messages after it arrive back to back and prove the rest. So the
@@ -117,11 +123,17 @@ def find_end(opts: SourceOptions, destination: str, start: int, limit: int) -> i
     Each probe has a connection of its own, closed without UNSUBSCRIBE: RabbitMQ 3.10 answers a
     stream delivery that crosses an UNSUBSCRIBE with ERROR "Subscription not found", which would
     end a connection kept for the next probe.
+
+    A stream with nothing to deliver within pollTimeout counts as ended at ``start`` (the next trigger
+    looks again); ``settle`` waits at least a second for it, where a wrong answer would stay (latest,
+    the target of availableNow).
     """
-    wait = opts.poll_timeout + opts.connection.timeout * 2
+    first_wait = max(opts.poll_timeout, 1.0) if settle else opts.poll_timeout
+    wait = first_wait + opts.poll_timeout + opts.connection.timeout * 2
     with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
         check_rabbitmq(broker)
-        return broker.run(_find_end(broker, destination, start, limit, opts), wait, f"finding the end of {destination}")
+        work = _find_end(broker, destination, start, limit, opts, first_wait)
+        return broker.run(work, wait, f"finding the end of {destination}")
 
 
 async def _first_offset(broker: BrokerConnection, destination: str, spec: str, opts: SourceOptions) -> Optional[int]:
@@ -132,29 +144,91 @@ async def _first_offset(broker: BrokerConnection, destination: str, spec: str, o
         return None
 
 
-def starting_offsets(opts: SourceOptions) -> Dict[str, int]:
-    """``startingOffsets`` resolved to an offset per destination."""
-    out: Dict[str, int] = {}
-    for dest in opts.destinations:
-        starting = opts.starting
-        if isinstance(starting, dict):
-            out[dest] = starting[dest]
-        elif isinstance(starting, int):
-            out[dest] = starting
-        elif starting == "earliest":
-            out[dest] = 0  # a stream truncated by retention starts later: a read from 0 begins at its first offset
-        elif starting == "latest":
-            out[dest] = find_end(opts, dest, 0, 0)
-        else:  # timestamp=T: the first message at or after T, else the end
-            with BrokerConnection(opts.connection) as broker:
-                check_rabbitmq(broker)
-                work = _first_offset(broker, dest, starting, opts)
-                first = broker.run(work, opts.connection.timeout * 2 + 1, f"finding {starting} in {dest}")
-            out[dest] = first if first is not None else find_end(opts, dest, 0, 0)
-    return out
+def starting_offset(opts: SourceOptions, destination: str) -> Union[int, str]:
+    """Where ``startingOffsets`` starts a destination: an offset, or ``"latest"`` / ``"timestamp=T"``
+    while not resolved against the broker (:func:`resolve_start`)."""
+    starting = opts.starting
+    if isinstance(starting, dict):
+        return int(starting[destination])
+    if isinstance(starting, int):
+        return starting
+    if starting == "earliest":
+        return 0  # a stream truncated by retention starts later: a read from 0 begins at its first offset
+    return str(starting)
+
+
+def resolve_start(opts: SourceOptions, destination: str, where: Union[int, str]) -> int:
+    """``where`` (from :func:`starting_offset`) as an offset: ``latest`` is the stream's end now;
+    ``timestamp=T`` the first message at or after T, else the end."""
+    if isinstance(where, int):
+        return where
+    if where == "latest":
+        return find_end(opts, destination, 0, 0, settle=True)
+    with BrokerConnection(opts.connection) as broker:
+        check_rabbitmq(broker)
+        work = _first_offset(broker, destination, where, opts)
+        first = broker.run(work, opts.connection.timeout * 2 + 1, f"finding {where} in {destination}")
+    return first if first is not None else find_end(opts, destination, 0, 0, settle=True)
 
 
 # --------------------------------------------------------------------------- consume=stream, in a task
+
+
+class _Range:
+    """The messages at offsets ``[start, end)`` of one stream queue, taken in order on one connection.
+
+    The subscription's credit covers the range and no more: what the broker sent past ``end`` would be
+    read for nothing (the next range's messages, up to the whole credit), and DISCONNECT's receipt waits
+    behind it.
+    """
+
+    def __init__(
+        self, opts: SourceOptions, broker: BrokerConnection, destination: str, start: int, end: int, max_bytes: int = 0
+    ) -> None:
+        self.destination, self.end, self.next = destination, end, start
+        self.max_bytes, self.used, self.taken = max_bytes, 0, 0  # max_bytes 0: no byte limit
+        self.prefetch = max(1, min(opts.prefetch, 65_535, end - start))
+        self.unacked = 0
+        timeout = opts.connection.timeout
+        self.sub = broker.run(
+            _stream_subscription(broker.client, destination, f"offset={start}", self.prefetch, timeout),
+            timeout + 1,
+            f"subscribing to {destination}",
+        )
+
+    async def take(self, rows: int) -> Tuple[List[Any], List[int]]:
+        """Up to ``rows`` more messages. With a byte limit, the range ends before the first message
+        whose body would pass it (``end`` moves there), unless it is the range's first."""
+        messages: List[Any] = []
+        offsets: List[int] = []
+        prefetch, end = self.prefetch, self.end
+        while len(messages) < rows and self.next < end:
+            message = await self.sub.get()
+            offset = _offset(message, self.destination)
+            unacked = self.unacked = self.unacked + 1
+            # The broker sends until ``prefetch`` messages are unacknowledged: up to about
+            # offset + prefetch - unacked. Acknowledge (ack=client: this one and every one
+            # before it) only when that falls short of end - 1, then at the last offset whose
+            # new credit stays within the range, or at half the credit (a range longer than it).
+            short = offset + prefetch - unacked < end - 1
+            if short and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
+                await message.ack()
+                self.unacked = 0
+            if offset < self.next:
+                continue  # the chunk of the first offset starts before it
+            if offset >= end:
+                self.next = end
+                break
+            if self.max_bytes:
+                if self.used + len(message.body) > self.max_bytes and self.taken:
+                    self.end = self.next = offset  # this one starts the next batch
+                    break
+                self.used += len(message.body)
+            self.taken += 1
+            messages.append(message)
+            offsets.append(offset)
+            self.next = offset + 1
+        return messages, offsets
 
 
 def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> Iterator[Any]:
@@ -168,51 +242,34 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
         return
     schema = stream_arrow_schema()
     codec = fastframe.IMPLEMENTATION
-    rows = opts.max_records_per_batch
-    # credit for the range and no more: what the broker sends past ``end`` would be read for nothing
-    # (the next range's messages, up to the whole credit), and DISCONNECT's receipt waits behind it
-    prefetch = max(1, min(opts.prefetch, 65_535, end - start))
-    timeout = opts.connection.timeout
-    with BrokerConnection(opts.connection, max_queue=prefetch + 1) as broker:
+    with BrokerConnection(opts.connection, max_queue=min(opts.prefetch, end - start) + 1) as broker:
         check_rabbitmq(broker)
-        sub = broker.run(
-            _stream_subscription(broker.client, destination, f"offset={start}", prefetch, timeout),
-            timeout + 1,
-            f"subscribing to {destination}",
-        )
-        state = {"next": start, "unacked": 0}
-
-        async def take() -> Tuple[List[Any], List[int]]:
-            messages: List[Any] = []
-            offsets: List[int] = []
-            while len(messages) < rows and state["next"] < end:
-                message = await sub.get()
-                offset = _offset(message, destination)
-                unacked = state["unacked"] = state["unacked"] + 1
-                # The broker sends until ``prefetch`` messages are unacknowledged: up to about
-                # offset + prefetch - unacked. Acknowledge (ack=client: this one and every one
-                # before it) only when that falls short of end - 1, then at the last offset whose
-                # new credit stays within the range, or at half the credit (a range longer than it).
-                short = offset + prefetch - unacked < end - 1
-                if short and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
-                    await message.ack()
-                    state["unacked"] = 0
-                if offset < state["next"]:
-                    continue  # the chunk of the first offset starts before it
-                if offset >= end:
-                    state["next"] = end
-                    break
-                messages.append(message)
-                offsets.append(offset)
-                state["next"] = offset + 1
-            return messages, offsets
-
-        while state["next"] < end:
-            what = f"reading offset {state['next']} of {destination} (the batch ends at {end})"
-            messages, offsets = broker.run(take(), timeout, what)
+        cursor = _Range(opts, broker, destination, start, end)
+        while cursor.next < end:
+            what = f"reading offset {cursor.next} of {destination} (the batch ends at {end})"
+            messages, offsets = broker.run(cursor.take(opts.max_records_per_batch), opts.connection.timeout, what)
             if messages:
                 yield messages_to_batch(destination, messages, offsets, codec, schema)
         # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription
+
+
+def end_within_bytes(opts: SourceOptions, destination: str, start: int, end: int, max_bytes: int) -> Tuple[int, int]:
+    """The largest ``stop <= end`` such that the bodies at offsets ``[start, stop)`` hold at most
+    ``max_bytes`` bytes (at least one message: a larger first message is a batch of its own), and
+    those bodies' size.
+
+    The driver reads the range to measure it (a stream tells no sizes before it delivers), so a
+    byte limit costs a second read of each batch.
+    """
+    if end <= start:
+        return end, 0
+    with BrokerConnection(opts.connection, max_queue=min(opts.prefetch, end - start) + 1) as broker:
+        check_rabbitmq(broker)
+        cursor = _Range(opts, broker, destination, start, end, max_bytes)
+        while cursor.next < cursor.end:
+            what = f"measuring offset {cursor.next} of {destination} (maxBytesPerTrigger)"
+            broker.run(cursor.take(opts.max_records_per_batch), opts.connection.timeout, what)
+        return cursor.end, cursor.used
 
 
 # --------------------------------------------------------------------------- consume=ack, on the driver

@@ -5,6 +5,9 @@ offset}`` in the checkpoint; the driver plans ``[start, end)`` per
 destination under the trigger's limit and one task per destination reads it
 (see :func:`._stream_read.read_range`). A batch replayed after a failure reads
 the same messages: with a checkpointed file sink, every message lands once.
+``startingOffsets`` latest or timestamp=T is resolved by a first batch that
+reads nothing, so the offset log holds where the query began.
+``maxBytesPerTrigger`` has the driver read a planned range to measure it.
 
 :class:`AckQueueReader` (``consume=ack``): one connection on the driver
 receives; a batch carries its messages to the tasks; Spark's ``commit(end)``
@@ -12,7 +15,9 @@ of the batch acknowledges them. Spark commits a batch to its source only when
 it plans the next one, so after a batch with messages the reader asks for one
 more, empty batch (its offset's ``tick`` moves): that commits the last
 messages while the query idles. A query stopped or killed before that
-acknowledges nothing more: the broker redelivers (at-least-once).
+acknowledges nothing more: the broker redelivers (at-least-once). With
+``trigger(availableNow=True)`` the reader stops taking messages at the first
+poll that finds none, and the query ends once that last batch is acknowledged.
 
 Driver-side objects connect on first use (Spark also builds a reader just to
 plan, and pickles it to the tasks).
@@ -72,30 +77,43 @@ class RangePartition(InputPartition):
 class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Any) -> None:
         self.opts = source_options(options)
-        if self.opts.max_bytes:
-            raise ValueError(
-                "option maxBytesPerTrigger applies to consume=ack: a stream's message sizes are known only once "
-                "read; use maxMessagesPerTrigger"
-            )
-        self._target: Optional[Dict[str, int]] = None
+        self._target: Optional[Dict[str, int]] = None  # availableNow: where each stream ended at the start
+        self._proven: Dict[str, int] = {}  # an end a probe found, past the limit it was asked for
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"opts": self.opts, "_target": None}
+        return {"opts": self.opts, "_target": None, "_proven": {}}
 
-    def initialOffset(self) -> Dict[str, int]:
-        from ._stream_read import starting_offsets
+    def initialOffset(self) -> Dict[str, Any]:
+        # earliest, an offset or a JSON object: offsets now. latest and timestamp=T stay names here: the
+        # first batch resolves them (see latestOffset), so the offset log keeps where the query began
+        from ._stream_read import starting_offset
 
-        return starting_offsets(self.opts)
+        return {dest: starting_offset(self.opts, dest) for dest in self.opts.destinations}
 
-    def _ends(self, start: Dict[str, int], max_messages: int) -> Dict[str, int]:
-        from ._stream_read import find_end, starting_offsets
+    def _end(self, dest: str, start: int, max_messages: int) -> int:
+        from ._stream_read import find_end
 
-        missing = [d for d in self.opts.destinations if d not in start]
-        if missing:  # a destination added to the options since the checkpoint began
-            start = {**starting_offsets(self.opts._replace(destinations=tuple(missing))), **start}
+        proven = self._proven.get(dest, 0)
+        if max_messages and proven >= start + max_messages:
+            return start + max_messages  # a backlog already proven: no probe
+        end = find_end(self.opts, dest, start, max_messages)
+        self._proven[dest] = max(proven, end)
+        return min(end, start + max_messages) if max_messages else end
+
+    def _ends(self, start: Dict[str, Any], max_messages: int, max_bytes: int) -> Dict[str, Any]:
+        from ._stream_read import end_within_bytes, resolve_start, starting_offset
+
+        unresolved = [d for d in self.opts.destinations if not isinstance(start.get(d), int)]
+        if unresolved:
+            # a batch of its own that reads nothing: it resolves latest or timestamp=T (or the start of
+            # a destination added to the options since the checkpoint began), and Spark writes that
+            # offset to the offset log before the batch runs: a query stopped or killed before its first
+            # commit starts again from the same offsets, not from a later "latest"
+            resolved = {d: resolve_start(self.opts, d, start.get(d, starting_offset(self.opts, d))) for d in unresolved}
+            return {**start, **resolved}
         ends = {}
         for dest in self.opts.destinations:
-            ends[dest] = find_end(self.opts, dest, start[dest], max_messages)
+            ends[dest] = self._end(dest, start[dest], max_messages)
             if self._target is not None:
                 ends[dest] = min(ends[dest], max(start[dest], self._target.get(dest, start[dest])))
         total = sum(ends[d] - start[d] for d in ends)
@@ -106,10 +124,16 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ends[dest], left = start[dest] + share, left - share
             first = next(d for d in ends if ends[d] < start[d] + max_messages)
             ends[first] += left
+        if max_bytes:  # each destination in turn gets an even share of what the ones before left
+            left = max_bytes
+            for i, dest in enumerate(ends):
+                share = max(1, left // (len(ends) - i))
+                ends[dest], used = end_within_bytes(self.opts, dest, start[dest], ends[dest], share)
+                left = max(0, left - used)
         return {**start, **ends}
 
-    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
-        return self._ends(start, _limits(limit, self.opts)[0])
+    def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
+        return self._ends(start, *_limits(limit, self.opts))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return _default_limit(self.opts)
@@ -117,14 +141,17 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         from ._stream_read import find_end
 
-        self._target = {dest: find_end(self.opts, dest, 0, 0) for dest in self.opts.destinations}
+        self._target = {dest: find_end(self.opts, dest, 0, 0, settle=True) for dest in self.opts.destinations}
 
-    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
         # one task per destination, or minPartitions tasks each reading a piece of its range (each
-        # subscribes at its own first offset: a stream is read at several places at once)
+        # subscribes at its own first offset: a stream is read at several places at once). A start that
+        # is not an offset yet (latest, timestamp=T) is a batch that only resolved it: nothing to read.
         out: List[InputPartition] = []
         for dest in self.opts.destinations:
-            first, last = start.get(dest, end.get(dest, 0)), end.get(dest, 0)
+            first, last = start.get(dest), end.get(dest)
+            if not isinstance(first, int) or not isinstance(last, int):
+                continue
             pieces = max(1, min(self.opts.min_partitions, last - first))
             bounds = [first + (last - first) * i // pieces for i in range(pieces + 1)]
             out.extend(RangePartition(dest, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
@@ -155,14 +182,24 @@ def _position(offset: Dict[str, int]) -> Tuple[int, int]:
     return offset["received"], offset["tick"]
 
 
-class AckQueueReader(DataSourceStreamReader):
+class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Any) -> None:
         self.opts = source_options(options)
         self._consumer: Any = None
         self._held: List[_Held] = []
+        self._available_now = False  # trigger(availableNow=True): stop at the first poll that finds nothing
+        self._drained = False
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"opts": self.opts, "_consumer": None, "_held": []}
+        return {"opts": self.opts, "_consumer": None, "_held": [], "_available_now": False, "_drained": False}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        # A queue's depth cannot be asked over STOMP, and nothing on a message says when it was queued,
+        # so "what is available now" is what the broker delivers until it has nothing more for one
+        # pollTimeout: after that first empty poll no message is taken (what the broker sent meanwhile
+        # goes back to the queue when the query stops), and the query ends once the last batch is
+        # committed (acknowledged). Messages published while it reads are read too.
+        self._available_now = True
 
     def _receiver(self) -> Any:
         if self._consumer is None:
@@ -187,8 +224,9 @@ class AckQueueReader(DataSourceStreamReader):
             if held.start == start:
                 return held.end  # asked again for the same batch
         max_messages, max_bytes = _limits(limit, self.opts)
-        received = self._receiver().poll(max_messages, max_bytes)
+        received = {} if self._drained else self._receiver().poll(max_messages, max_bytes)
         count = sum(len(messages) for messages in received.values())
+        self._drained = self._available_now and not count
         if count:
             end = {"received": start["received"] + count, "tick": start["tick"]}
             rows = [

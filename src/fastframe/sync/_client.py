@@ -24,11 +24,12 @@ class Client:
     """A STOMP client whose calls block; make one with :func:`connect`. Every method may be called from
     any thread; the frames go out whole, in the order of the calls."""
 
-    def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int) -> None:
+    def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int, hooked: bool = False) -> None:
         self._runner = runner
+        self._hooked = hooked  # a frame_hook or wire_hook is set
         self._released = False
         self._inner = inner
-        self._outbox = Outbox(runner, outbox_limit, inner.send)
+        self._outbox = Outbox(runner, outbox_limit, inner.send, self._send_batch)
         self._subscriptions: List[Subscription] = []
         self._over = threading.Event()  # the asyncio client is over: no reconnect left
         self._cause: Optional[BaseException] = None
@@ -146,14 +147,43 @@ class Client:
         """SEND. Without a receipt it returns once the frame is queued for the I/O thread (as a socket
         write returns once the kernel has the bytes); with ``receipt=True`` once the server confirmed it."""
         if not receipt:
-            if self._outbox.failure is not None or self._over.is_set():
+            outbox = self._outbox
+            if outbox.failure is not None or self._over.is_set():
                 self._check()
             try:
-                self._outbox.post_send((destination, body, headers, content_type, transaction), self.timeout)
+                outbox.post_send((destination, body, headers, content_type, transaction), self.timeout)
             except ConnectionClosedLater:
                 raise self._closed_error() from None
             return
         self._call(timeout, self._send, destination, body, headers, content_type, transaction, timeout)
+
+    def _send_batch(self, batch: List[Tuple[Any, ...]], failed: Callable[[BaseException], None]) -> int:
+        """(On the loop) SENDs nobody waits for, ``(destination, body, headers, content_type, transaction)``
+        each, written as one write when the session takes them at once; how many were handled (sent,
+        or failed to ``failed``): the rest must wait (a reconnect runs, the write buffer is full)."""
+        inner = self._inner
+        session = inner.session
+        if self._hooked or session is None or not inner.is_connected or not session.writable:
+            # frame and wire hooks see one write per frame: send_nowait's own path, one by one
+            for done, (destination, body, headers, content_type, tx) in enumerate(batch):
+                try:
+                    if not inner.send_nowait(destination, body, headers, content_type=content_type, transaction=tx):
+                        return done
+                except Exception as exc:
+                    failed(exc)
+            return len(batch)
+        encode, frames = session.conn.send, []
+        for destination, body, headers, content_type, tx in batch:
+            try:
+                frames.append(encode(destination, body, headers, content_type=content_type, transaction=tx))
+            except Exception as exc:  # (a frame the connection refuses: the others go)
+                failed(exc)
+        if frames:
+            try:
+                session.write(b"".join(frames))
+            except Exception as exc:
+                failed(exc)
+        return len(batch)
 
     async def _send(self, destination: str, body: Any, headers: Any, content_type: Any, tx: Any, timeout: Any) -> None:
         await self._inner.send(
@@ -310,6 +340,8 @@ class Client:
 
     async def _settle_pumps(self, limit: float) -> None:
         pumps = [sub._pump for sub in self._subscriptions if sub._pump is not None]
+        for sub in self._subscriptions:
+            sub._last_batch()  # a pump waiting for room takes what is left, past the bound, and ends
         if pumps:
             await asyncio.wait(pumps, timeout=limit)  # they end with the subscriptions' end
 
@@ -394,4 +426,4 @@ def connect(
     except BaseException:
         runner.release(_JOIN)
         raise
-    return Client(runner, inner, outbox)
+    return Client(runner, inner, outbox, hooked=frame_hook is not None or wire_hook is not None)

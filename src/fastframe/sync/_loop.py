@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Deque, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Deque, List, Optional, Tuple, TypeVar
 
 __all__ = ["LoopThread", "Outbox", "blocking_timeout"]
 
@@ -116,6 +116,8 @@ class LoopThread:
             self._thread.join(timeout)
 
 
+_BATCH_BYTES = 64 * 1024  # (bodies) a run of SENDs written at once stops past this much
+
 # (call, its arguments, unused, who waits for its result); call None: the everyday SEND
 Entry = Tuple[
     Optional[Callable[..., Awaitable[Any]]], Tuple[Any, ...], None, Optional["concurrent.futures.Future[Any]"]
@@ -126,17 +128,26 @@ class Outbox:
     """Calls to run on the loop, in order. At most ``limit`` entries wait; a caller beyond that blocks
     (at most its timeout) until the loop catches up, so a fast producer cannot fill memory.
 
-    ``send`` is the coroutine function of the everyday entry, a SEND nobody waits for: it is queued as
-    its arguments alone (:meth:`post_send`), and the loop calls it without a wrapper. An append to
-    the queue takes no lock (a deque's append is atomic); only scheduling a drain on the loop does.
+    The everyday entry, a SEND nobody waits for, is queued as its arguments alone (:meth:`post_send`).
+    A run of them goes to ``send_batch(args_list, failed)``, which writes what it can at once (no
+    coroutine, no wrapper, one write for the run) and returns how many it handled; the drain awaits
+    ``send`` for the rest, one by one (a reconnect runs, the write buffer is full). An append to the
+    queue takes no lock (a deque's append is atomic); only scheduling a drain on the loop does.
     """
 
-    def __init__(self, runner: LoopThread, limit: int, send: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(
+        self,
+        runner: LoopThread,
+        limit: int,
+        send: Callable[..., Awaitable[Any]],
+        send_batch: Callable[[List[Tuple[Any, ...]], Callable[[BaseException], None]], int],
+    ) -> None:
         if limit < 1:
             raise ValueError("the outbox limit must be at least 1")
         self._runner = runner
         self._limit = limit
         self._send = send
+        self._send_batch = send_batch
         self._entries: Deque[Entry] = collections.deque()
         self._lock = threading.Lock()
         self._room = threading.Condition(self._lock)
@@ -200,20 +211,32 @@ class Outbox:
         self._runner.loop.create_task(self._drain())
 
     async def _drain(self) -> None:
-        entries, send = self._entries, self._send
+        entries, send, send_batch, failed = self._entries, self._send, self._send_batch, self._failed
         while True:
             while entries:
                 call, args, _, waiter = entries.popleft()
+                if call is None:  # the everyday SEND: the run of them that waits goes out in one write
+                    batch, size = [args], len(args[1])
+                    while entries and size < _BATCH_BYTES and entries[0][0] is None:
+                        args = entries.popleft()[1]
+                        batch.append(args)
+                        size += len(args[1])
+                    try:
+                        done = send_batch(batch, failed)
+                    except Exception as exc:  # (a bug: the drain must go on)
+                        done = len(batch)
+                        failed(exc)
+                    for args in batch[done:]:  # what must wait, one by one
+                        try:
+                            await send(args[0], args[1], args[2], content_type=args[3], transaction=args[4])
+                        except asyncio.CancelledError:
+                            raise
+                        except BaseException as exc:
+                            failed(exc)
                 if self._waiting_for_room and len(entries) <= self._limit // 2:
                     with self._lock:  # (once half is taken: not once per entry while callers wait)
                         self._room.notify_all()
-                if call is None:  # the everyday SEND
-                    try:
-                        await send(args[0], args[1], args[2], content_type=args[3], transaction=args[4])
-                    except asyncio.CancelledError:
-                        raise
-                    except BaseException as exc:
-                        self._failed(exc)
+                if call is None:
                     continue
                 if waiter is not None and not waiter.set_running_or_notify_cancel():
                     continue  # its caller stopped waiting before it ran

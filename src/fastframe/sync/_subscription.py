@@ -162,7 +162,9 @@ class Subscription:
         self._ready = threading.Condition(self._lock)
         self._ended = False
         self._error: Optional[BaseException] = None
-        self._pump_waits = False  # the pump waits for room (under _lock)
+        self._pump_waits = False  # the pump waits for room (set under _lock, cleared under _room_lock)
+        self._room_lock = threading.Lock()  # one consumer wakes a waiting pump, once
+        self._ending = False  # the client is ending: the pump no longer waits for room
         self._room: Optional[asyncio.Event] = None  # (the loop's)
         self._pump: Optional[asyncio.Task[None]] = None
         self.worker: Optional[threading.Thread] = None  #: the ``on_message`` thread, if any
@@ -190,13 +192,13 @@ class Subscription:
 
     async def _run_pump(self) -> None:
         inner, client = self._inner, self._client
-        take = inner.__anext__
+        take, take_queued = inner.__anext__, inner.get_nowait
         room = self._room
         assert room is not None
         try:
             while True:
                 with self._lock:
-                    full = len(self._queue) >= self.max_queue
+                    full = len(self._queue) >= self.max_queue and not self._ending
                     if full:
                         room.clear()
                         self._pump_waits = True
@@ -206,11 +208,11 @@ class Subscription:
                 batch = [Message(await take(), client)]
                 space = self.max_queue - len(self._queue) - 1
                 while space > 0 and len(inner):
-                    batch.append(Message(await take(), client))  # (queued: no wait)
+                    batch.append(Message(take_queued(), client))
                     space -= 1
                 with self._lock:
                     self._queue.extend(batch)
-                    self._ready.notify()
+                    self._ready.notify()  # (a consumer that finds the queue empty waits under the lock)
         except StopAsyncIteration:
             self._end(None)
         except asyncio.CancelledError:
@@ -219,6 +221,13 @@ class Subscription:
         except BaseException as exc:
             self._client_ended(exc)  # first: a consumer that wakes finds the client over too
             self._end(exc)
+
+    def _last_batch(self) -> None:
+        """(On the loop) The client is ending, so the asyncio half gets no more messages: the pump
+        takes what it holds without waiting for room (at most twice ``max_queue``), then ends."""
+        self._ending = True
+        if self._room is not None:
+            self._room.set()
 
     def _end(self, error: Optional[BaseException]) -> None:
         with self._lock:
@@ -234,38 +243,67 @@ class Subscription:
         a message comes or the subscription ends). Once the queue is empty after the end, it raises
         the connection's error, or :class:`fastframe.aio.ConnectionClosedError` after a clean end
         (where iteration stops)."""
+        try:
+            message = self._queue.popleft()  # a queued message takes no lock (a deque's popleft is atomic)
+        except IndexError:
+            return self._wait(timeout)
+        if self._pump_waits and len(self._queue) <= self.max_queue // 2:
+            self._wake_pump()
+        return message
+
+    def _wait(self, timeout: Optional[float]) -> Message:
+        # the queue was empty: wait under the lock, where the pump's check for room and its hand-over
+        # of a batch happen too, so neither a batch nor a pump waiting for room is missed
         with self._lock:
             queue = self._queue
-            if not queue:
-                deadline = None if timeout is None else time.monotonic() + timeout
-                while not queue:
-                    if self._ended:
-                        raise self._error or aio.ConnectionClosedError("the subscription ended")
-                    if deadline is None:
-                        self._ready.wait()
-                    else:
-                        left = deadline - time.monotonic()
-                        if left <= 0:
-                            raise TimeoutError(f"no message within {timeout} s")
-                        self._ready.wait(left)
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while not queue:
+                if self._pump_waits:
+                    self._wake_pump()  # (emptied without a look at the pump: others took it)
+                if self._ended:
+                    raise self._error or aio.ConnectionClosedError("the subscription ended")
+                if deadline is None:
+                    self._ready.wait()
+                else:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(f"no message within {timeout} s")
+                    self._ready.wait(left)
             message = queue.popleft()
             if queue:
                 self._ready.notify()  # (another consumer may wait: a batch came with one notify)
             if self._pump_waits and len(queue) <= self.max_queue // 2:
-                self._pump_waits = False
-                room = self._room
-                assert room is not None
-                self._loop.call_soon_threadsafe(room.set)
+                self._wake_pump()
         return message
 
+    def _wake_pump(self) -> None:
+        with self._room_lock:
+            if not self._pump_waits:
+                return  # (another consumer woke it)
+            self._pump_waits = False
+        room = self._room
+        assert room is not None
+        try:
+            self._loop.call_soon_threadsafe(room.set)
+        except RuntimeError:
+            pass  # the loop is closed: the subscription has ended
+
     def __iter__(self) -> Iterator[Message]:
+        queue, half = self._queue, self.max_queue // 2
         while True:
             try:
-                yield self.get()
-            except aio.ConnectionClosedError:
-                if self._ended and self._error is None:
-                    return  # ended cleanly
-                raise
+                message = queue.popleft()  # (what get() does, without a call per message)
+            except IndexError:
+                try:
+                    message = self._wait(None)
+                except aio.ConnectionClosedError:
+                    if self._ended and self._error is None:
+                        return  # ended cleanly
+                    raise
+            else:
+                if self._pump_waits and len(queue) <= half:
+                    self._wake_pump()
+            yield message
 
     def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""
