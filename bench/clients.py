@@ -1,7 +1,7 @@
 """STOMP clients end to end through a real RabbitMQ on loopback, in one run.
 
     python -m bench.clients                      # 100,000 x 200 B per client, a markdown table
-    python -m bench.clients --only fastframe,stomp.py --messages 20000 --markdown out/clients.md
+    python -m bench.clients --only fastframe,fastframe.sync,stomp.py --messages 20000 --markdown out/clients.md
 
 Each client runs in a child process of its own (``--child NAME``), so no client shares an interpreter,
 an import or a garbage collector with another. The child opens two connections with the client's
@@ -10,7 +10,8 @@ sends N bodies of the given size as fast as the client lets it while the consume
 stops when the consumer has all N. ``fastframe`` runs with its defaults, so after a read that
 brought several frames the socket rests ``coalesce_reads`` (2 ms) and a stream arrives in fewer,
 larger reads; ``fastframe-no-rest`` is the same client with ``coalesce_reads=0`` (every frame read
-as soon as it arrives). What a rest could cost is latency, so both fastframe rows also time
+as soon as it arrives). ``fastframe.sync`` is the blocking client (:mod:`fastframe.sync`): a consumer
+thread iterates the subscription while the main thread sends. What a rest could cost is latency, so both fastframe rows also time
 ``--round-trips`` SEND-to-MESSAGE round trips, one message at a time, after the timed region: sent and
 received on one connection, then sent on one and received on another (median / p99 ms). The timed region runs from the first connect to the last body
 received (connects, subscribe, every SEND and MESSAGE, closes); ``time.process_time()`` over that
@@ -37,13 +38,15 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-CLIENTS = ("fastframe", "fastframe-no-rest", "stomp.py", "stompman", "aiostomp")
+CLIENTS = ("fastframe", "fastframe-no-rest", "fastframe.sync", "stomp.py", "stompman", "aiostomp")
 FASTFRAME_REST = {"fastframe": None, "fastframe-no-rest": 0.0}  # connect(coalesce_reads=...); None: the default
 BASELINES = ("stomp.py", "stompman")
 GOAL = 5.0  # fastframe's messages per client CPU-second, as a multiple of each baseline's
+GOAL_ROWS = (*FASTFRAME_REST, "fastframe.sync")  # the rows the goal is for
 DIST = {
     "fastframe": "fastframe",
     "fastframe-no-rest": "fastframe",
+    "fastframe.sync": "fastframe",
     "stomp.py": "stomp.py",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
@@ -51,11 +54,16 @@ DIST = {
 MODULES = {
     "fastframe": "fastframe.aio",
     "fastframe-no-rest": "fastframe.aio",
+    "fastframe.sync": "fastframe.sync",
     "stomp.py": "stomp",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
 }
 LOGIN, PASSCODE = "guest", "guest"
+QUEUE = "/queue/fastframe-bench-{}"  # each client's queue (its name); bench/sync_clients.py has its own
+# fastframe's connect() options: RabbitMQ takes CONNECT's host header as the vhost; escapes="1.2" is
+# what it speaks on every version
+FASTFRAME_OPTIONS: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
 
 
 class Unavailable(Exception):
@@ -150,7 +158,9 @@ def run_stomp_py(host: str, port: int, dest: str, payloads: List[bytes], got: Co
     consumer.disconnect()
 
 
-async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+async def _stompman(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, heartbeat: Any = (0, 0)
+) -> None:
     try:
         import stompman
     except ImportError as exc:
@@ -174,7 +184,7 @@ async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got:
             await super().write_frame(frame)
 
     servers = [stompman.ConnectionParameters(host=host, port=port, login=LOGIN, passcode=PASSCODE)]
-    options: Dict[str, Any] = {"heartbeat": stompman.Heartbeat(0, 0), "connection_class": VhostConnection}
+    options: Dict[str, Any] = {"heartbeat": stompman.Heartbeat(*heartbeat), "connection_class": VhostConnection}
     async with stompman.Client(servers, **options) as consumer, stompman.Client(servers, **options) as producer:
         subscription = await consumer.subscribe(
             dest, handler, ack="auto", on_suppressed_exception=on_suppressed, receipt_timeout=timeout
@@ -188,8 +198,11 @@ async def _stompman(host: str, port: int, dest: str, payloads: List[bytes], got:
         await subscription.unsubscribe()  # the client's exit waits until no subscription is left
 
 
-def run_stompman(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
-    asyncio.run(_stompman(host, port, dest, payloads, got, timeout))
+def run_stompman(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float, heartbeat: Any = (0, 0)
+) -> None:
+    """``heartbeat``: (ms, ms) as stompman offers them (the benchmark's default: none)."""
+    asyncio.run(_stompman(host, port, dest, payloads, got, timeout, heartbeat))
 
 
 async def _aiostomp(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
@@ -235,8 +248,7 @@ async def _fastframe(
         import fastframe.aio
     except ImportError as exc:
         raise Unavailable(f"fastframe.aio is not available ({exc})") from exc
-    # RabbitMQ takes CONNECT's host header as the vhost; escapes="1.2" is what it speaks on every version
-    options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
+    options = dict(FASTFRAME_OPTIONS)
     if rest is not None:
         options["coalesce_reads"] = rest
     async with (
@@ -270,6 +282,31 @@ def run_fastframe_no_rest(
     asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, FASTFRAME_REST["fastframe-no-rest"]))
 
 
+def run_fastframe_sync(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+    try:
+        import fastframe.sync
+    except ImportError as exc:
+        raise Unavailable(f"fastframe.sync is not available ({exc})") from exc
+    with (
+        fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS) as consumer,
+        fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS) as producer,
+    ):
+        subscription = consumer.subscribe(dest, ack="auto")
+
+        def consume() -> None:
+            for message in subscription:  # (ends when the subscription does, below)
+                if got.add(message.body):
+                    return
+
+        reader = threading.Thread(target=consume)
+        reader.start()
+        for body in payloads:
+            producer.send(dest, body)
+        reader.join(timeout)
+        subscription.unsubscribe()
+        reader.join(timeout)
+
+
 async def _fastframe_round_trips(
     host: str, port: int, dest: str, n: int, rest: Optional[float], connections: int
 ) -> List[float]:
@@ -277,7 +314,7 @@ async def _fastframe_round_trips(
     sent and received on one connection, or sent on one and received on another."""
     import fastframe.aio
 
-    options: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
+    options = dict(FASTFRAME_OPTIONS)
     if rest is not None:
         options["coalesce_reads"] = rest
     times = []
@@ -301,6 +338,7 @@ async def _fastframe_round_trips(
 RUNNERS: Dict[str, Runner] = {
     "fastframe": run_fastframe,
     "fastframe-no-rest": run_fastframe_no_rest,
+    "fastframe.sync": run_fastframe_sync,
     "stomp.py": run_stomp_py,
     "stompman": run_stompman,
     "aiostomp": run_aiostomp,
@@ -312,7 +350,7 @@ def child(name: str, host: str, port: int, n: int, size: int, timeout: float, ro
     token = b"%08x:" % (int.from_bytes(os.urandom(4), "big"))
     payloads = [body_for(token, i, size) for i in range(n)]
     got = Collector(token, n)
-    dest = f"/queue/fastframe-bench-{name.replace('.', '-')}"
+    dest = QUEUE.format(name.replace(".", "-"))
     result: Dict[str, Any] = {"client": name, "version": _version(name), "messages": n, "size": size}
     try:
         importlib.import_module(MODULES[name])  # before the timed region: start-up, not per-message work
@@ -361,10 +399,12 @@ def broker_answers(host: str, port: int) -> bool:
         return False
 
 
-def measure(name: str, args: argparse.Namespace) -> Dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.clients", "--child", name, "--host", args.host, "--port", str(args.port)]
+def measure(name: str, args: argparse.Namespace, module: str = "bench.clients") -> Dict[str, Any]:
+    """Run client ``name`` in a child process (``python -m <module> --child NAME``); its result row."""
+    cmd = [sys.executable, "-m", module, "--child", name, "--host", args.host, "--port", str(args.port)]
     cmd += ["--messages", str(args.messages), "--size", str(args.size), "--timeout", str(args.timeout)]
-    cmd += ["--round-trips", str(args.round_trips)]
+    if getattr(args, "round_trips", 0):
+        cmd += ["--round-trips", str(args.round_trips)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60)
     except subprocess.TimeoutExpired:
@@ -423,7 +463,7 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
             f"{ratios[0]} | {ratios[1]} | {rtts[0]} | {rtts[1]} | {result} |"
         )
     out += ["", f"Goal ≥ {GOAL:.0f}× messages per client CPU-second:"]
-    for name in FASTFRAME_REST:
+    for name in GOAL_ROWS:
         ff = rates.get(name)
         goals = [
             f"{base}: {ff / rates[base]:.1f}× ({'met' if ff / rates[base] >= GOAL else 'NOT met'})"  # type: ignore
@@ -464,6 +504,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     unknown = sorted(set(names) - set(CLIENTS))
     if unknown:
         parser.error(f"unknown client(s) {', '.join(unknown)}; choose from {', '.join(CLIENTS)}")
+    return run_all(names, args, measure, table)
+
+
+Measure = Callable[[str, argparse.Namespace], Dict[str, Any]]
+Table = Callable[[List[Dict[str, Any]], argparse.Namespace], str]
+
+
+def run_all(names: Sequence[str], args: argparse.Namespace, measure: Measure, table: Table) -> int:
+    """The parent's run: each client in turn (``measure``), then the table on stdout and in ``--markdown``."""
     if not broker_answers(args.host, args.port):
         print(
             f"no STOMP broker answers CONNECT on {args.host}:{args.port}; start one with `.ci/brokers start rabbitmq`",

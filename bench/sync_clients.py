@@ -8,7 +8,8 @@ and a producer connection, every body verified, ``time.process_time()`` over the
 client's own CPU, all its threads included), with these rows:
 
 * ``fastframe.sync``: the blocking client, a consumer thread iterating the subscription while the
-  main thread sends; ``fastframe.sync-callback`` is the same with ``subscribe(on_message=...)``.
+  main thread sends (``bench/clients.py``'s row of the same name); ``fastframe.sync-callback`` is
+  the same with ``subscribe(on_message=...)``.
 * ``fastframe.aio`` (the asyncio client) and ``stomp.py-beside-sync`` (stomp.py), run as in
   ``bench/clients.py``, on queues of their own.
 * with ``--designs``, ``socket-thread``: the other design issue 23 weighed, a prototype of its
@@ -24,50 +25,20 @@ import argparse
 import collections
 import json
 import socket
-import subprocess
 import sys
 import threading
-import time
 from typing import Any, Deque, Dict, List, Optional, Sequence
 
 from bench import clients
-from bench.clients import LOGIN, PASSCODE, Collector, Unavailable
-
-OPTIONS: Dict[str, Any] = {"login": LOGIN, "passcode": PASSCODE, "host_header": "/", "escapes": "1.2"}
-
-
-def run_sync(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
-    import fastframe.sync
-
-    with (
-        fastframe.sync.connect(host, port, **OPTIONS) as consumer,
-        fastframe.sync.connect(host, port, **OPTIONS) as producer,
-    ):
-        sub = consumer.subscribe(dest, ack="auto")
-
-        def consume() -> None:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                try:
-                    if got.add(sub.get(timeout=1.0).body):
-                        return
-                except TimeoutError:
-                    continue
-
-        reader = threading.Thread(target=consume)
-        reader.start()
-        for body in payloads:
-            producer.send(dest, body)
-        reader.join(timeout)
-        sub.unsubscribe()
+from bench.clients import FASTFRAME_OPTIONS, LOGIN, PASSCODE, Collector, Unavailable
 
 
 def run_sync_callback(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
     import fastframe.sync
 
     with (
-        fastframe.sync.connect(host, port, **OPTIONS) as consumer,
-        fastframe.sync.connect(host, port, **OPTIONS) as producer,
+        fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS) as consumer,
+        fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS) as producer,
     ):
         sub = consumer.subscribe(dest, ack="auto", on_message=lambda message: got.add(message.body))
         for body in payloads:
@@ -147,12 +118,13 @@ def run_socket_thread(host: str, port: int, dest: str, payloads: List[bytes], go
     consumer.close()
 
 
-# rows of their own names, so their queues (/queue/fastframe-bench-<name>) are not those of a
-# bench/clients.py run going on at the same time on the shared broker
+# the runs of bench/clients.py, under row names of this table, on queues of their own
+# (/queue/fastframe-sync-bench-<name>): not those of a bench/clients.py run at the same time
+QUEUE = "/queue/fastframe-sync-bench-{}"
 ROWS = {
     "stomp.py-beside-sync": (clients.run_stomp_py, "stomp", "stomp.py"),
     "fastframe.aio": (clients.run_fastframe, "fastframe.aio", "fastframe"),
-    "fastframe.sync": (run_sync, "fastframe.sync", "fastframe"),
+    "fastframe.sync": (clients.run_fastframe_sync, "fastframe.sync", "fastframe"),
     "fastframe.sync-callback": (run_sync_callback, "fastframe.sync", "fastframe"),
     "socket-thread": (run_socket_thread, "fastframe.protocol", "fastframe"),
 }
@@ -163,17 +135,7 @@ for _name, (_runner, _module, _dist) in ROWS.items():  # the child of bench/clie
 
 
 def measure(name: str, args: argparse.Namespace) -> Dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.sync_clients", "--child", name, "--host", args.host, "--port", str(args.port)]
-    cmd += ["--messages", str(args.messages), "--size", str(args.size), "--timeout", str(args.timeout)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout + 60)
-    except subprocess.TimeoutExpired:
-        return {"client": name, "error": f"no result within {args.timeout + 60:.0f} s"}
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        return {"client": name, "error": f"exit {proc.returncode}: {proc.stderr.strip()[-300:]}"}
-    result: Dict[str, Any] = json.loads(lines[-1])
-    return result
+    return clients.measure(name, args, module="bench.sync_clients")
 
 
 def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
@@ -218,24 +180,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
+        clients.QUEUE = QUEUE
         print(json.dumps(clients.child(args.child, args.host, args.port, args.messages, args.size, args.timeout)))
         return 0
-    if not clients.broker_answers(args.host, args.port):
-        print(f"no STOMP broker answers CONNECT on {args.host}:{args.port}", file=sys.stderr)
-        return 2
     names = ["stomp.py-beside-sync", "fastframe.aio", "fastframe.sync", "fastframe.sync-callback"]
     if args.designs:
         names.append("socket-thread")
-    rows = []
-    for name in names:
-        print(f"{name}: {args.messages:,} messages...", file=sys.stderr, flush=True)
-        rows.append(measure(name, args))
-    text = table(rows, args)
-    print(text)
-    if args.markdown:
-        with open(args.markdown, "w", encoding="utf-8") as fh:
-            fh.write(text)
-    return 0
+    return clients.run_all(names, args, measure, table)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 import signal
 import socket
@@ -90,6 +91,67 @@ def test_no_reconnect_without_a_policy(run):
             with pytest.raises(aio.ConnectionClosedError):
                 await sub.get(timeout=10)
             assert len(server.peers) == 1
+            await client.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("message", "going_away"),
+    [
+        ("connection_forced", ()),  # RabbitMQ shutting down (or an operator closing the connection)
+        ("Connection_Forced - broker forced connection closure with reason 'shutdown'", ()),
+        ("Server is stopping", ("server is stopping",)),  # another broker's words, named by the user
+    ],
+)
+def test_an_error_saying_the_server_goes_away_reconnects(run, message, going_away):
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+            if going_away:
+                policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05, going_away=going_away)
+            async with aio.connect("127.0.0.1", server.port, reconnect=policy) as client:
+                sub = await client.subscribe("/q")
+                peer = server.connected[0]
+                peer.write(peer.conn.error(message, body="the broker is going down"))
+                peer.writer.close()
+                await server.wait_for(lambda: len(server.connected) == 2 and server.connected[1].subscriptions())
+                await client.send("/q", b"after", receipt=True)
+                assert (await sub.get(timeout=5)).body == b"after"  # the same iterator, re-subscribed
+                assert client.connections == 2
+
+    run(main())
+
+
+def test_any_other_error_ends_the_client_even_with_a_policy(run):
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+            client = await aio.connect("127.0.0.1", server.port, reconnect=policy)
+            sub = await client.subscribe("/q")
+            peer = server.connected[0]
+            peer.write(peer.conn.error("Access refused", body="no permission for /q"))  # would be refused again
+            peer.writer.close()
+            with pytest.raises(aio.ServerError, match="Access refused"):
+                await sub.get(timeout=5)
+            assert isinstance(await client.wait_closed(), aio.ServerError)
+            assert len(server.peers) == 1  # no second attempt
+            await client.close()
+
+    run(main())
+
+
+def test_a_connect_refused_while_the_server_goes_away_is_retried(run):
+    async def main():
+        async with FakeServer() as server:
+            policy = aio.Reconnect(attempts=3, initial_delay=0.01, max_delay=0.05)
+            client = await aio.connect("127.0.0.1", server.port, reconnect=policy)
+            server.reject = "connection_forced"  # still shutting down: CONNECT is answered with ERROR
+            server.connected[0].writer.transport.abort()
+            cause = await asyncio.wait_for(client.wait_closed(), 10)
+            assert isinstance(cause, aio.ConnectionClosedError) and "could not connect" in str(cause)
+            assert isinstance(cause.__cause__, aio.ServerError)  # three attempts, each refused
+            assert len(server.peers) == 4
             await client.close()
 
     run(main())

@@ -77,6 +77,19 @@ def joined(paths: List[str]) -> bytes:
     return b"".join(read_file(p) for p in paths)
 
 
+def start_fastframe(*args: str) -> tuple:
+    """``python -m fastframe ARGS`` in the background; returns the process and the port its first line names."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fastframe", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    line = process.stdout.readline() if process.stdout else ""  # where it listens (bounded by its start)
+    match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
+    if match is None:
+        process.kill()
+        raise AssertionError(f"no port in {line!r}: {process.communicate(timeout=10)}")
+    return process, int(match.group(1))
+
+
 class RecordProcess:
     """``fastframe record`` in a process of its own, as a user runs it: ``with`` gives the port it listens on;
     leaving sends Ctrl-C (SIGINT) and checks that it finished every file and exited with 0 (bounded)."""

@@ -6,7 +6,9 @@ when they are down)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
 import socket
 import sys
 import threading
@@ -22,10 +24,11 @@ from fastframe.capture import Archive, serve_proxy
 from fastframe.sample import generate_stream
 from interop._live import BROKERS, require_broker, unique
 
-from .helpers import RecordProcess, joined, read_file, stomp_files
+from .helpers import RecordProcess, joined, read_file, start_fastframe, stomp_files
 
 HOST = "127.0.0.1"
 N_LIVE = 10_000  # messages through the proxy to each live broker (issue 22)
+N_STOMP_PY = 10_000
 
 
 def run(coro, timeout: float = 60.0):
@@ -232,6 +235,72 @@ def test_a_broker_dropped_mid_frame(tmp_path):
         fastframe.decode(read_file(path))
 
 
+def test_the_broker_process_killed_mid_stream(tmp_path):
+    """A real broker process (a private ``fastframe broker``: the shared ones stay up) killed with SIGKILL while
+    messages stream both ways through the proxy: the client sees the drop, and the proxy closes both directions'
+    files on its own (sidecars written), each readable to its last byte."""
+    broker, broker_port = start_fastframe("broker", "--port", "0")
+    try:
+
+        async def main():
+            with Archive(str(tmp_path), "killed", roll_size=64 << 10) as archive:
+                async with await serve_proxy(archive, HOST, 0, HOST, broker_port) as proxy:
+                    wire = Wire()
+                    sent = 0
+                    got = []
+
+                    async def consume(sub):
+                        while True:
+                            got.append(await sub.get(timeout=30))
+
+                    with pytest.raises(aio.ConnectionClosedError):  # the client sees the drop
+                        async with aio.connect(HOST, proxy.port, wire_hook=wire, heartbeat=(0, 0)) as client:
+                            consumer = asyncio.ensure_future(consume(await client.subscribe("/queue/killed")))
+                            try:
+                                for i in range(100_000):
+                                    headers = {"x-key": f"a:b\nc\\d {i}"}
+                                    await client.send("/queue/killed", binary_body(i), headers, receipt=i % 50 == 0)
+                                    sent += 1
+                                    if i == 3000:
+                                        broker.kill()  # mid-stream: no DISCONNECT, no FIN from STOMP's side
+                            finally:
+                                consumer.cancel()
+                    for _ in range(500):  # the proxy ends the link by itself (bounded: 5 s)
+                        if proxy.connections == 0:
+                            break
+                        await asyncio.sleep(0.01)
+                    assert proxy.connections == 0
+                    assert archive.flush(10)
+                    # checked while the proxy still runs: the drop closed the files, not a Ctrl-C
+                    files = stomp_files(str(tmp_path))
+                    sidecars = all(
+                        os.path.exists(p + ".ffidx") and os.path.exists(p + ".fftimes")
+                        for paths in files.values()
+                        for p in paths
+                    )
+            return wire, sent, files, sidecars
+
+        wire, sent, files, sidecars = run(main(), timeout=90)
+    finally:
+        broker.kill()
+        broker.communicate(timeout=10)
+    assert 3000 < sent < 100_000 and broker.returncode == -signal.SIGKILL
+    assert sidecars and len(files["conn-0001.c2s"]) > 1  # rolled before the kill
+    recorded_in, recorded_out = joined(files["conn-0001.s2c"]), joined(files["conn-0001.c2s"])
+    assert recorded_in == bytes(wire.into)  # everything the client got, and only that
+    assert bytes(wire.out).startswith(recorded_out) and len(recorded_out) > 3000 * 100
+    for paths in files.values():
+        for path in paths:
+            with open(path + ".ffidx", "rb") as sidecar:
+                index = json.loads(sidecar.read())
+            assert index["size"] == os.path.getsize(path) == len(read_file(path))  # closed after its last byte
+        decoder = fastframe.Decoder()
+        frames = [f for path in paths for f in decoder.feed(read_file(path))]  # no DecodeError
+        assert frames and decoder.buffered < 1024  # whole frames, then at most the one the kill cut
+    messages = [f for f in fastframe.Decoder().feed(recorded_in) if f.command == "MESSAGE"]
+    assert [f.body for f in messages] == [binary_body(i) for i in range(len(messages))] and messages
+
+
 def test_an_unreachable_broker_closes_the_client(tmp_path):
     free = socket.socket()
     free.bind((HOST, 0))
@@ -270,14 +339,15 @@ def test_a_live_broker_through_the_proxy(tmp_path, name):
 
 
 @pytest.mark.interop
-def test_stomp_py_through_the_proxy_to_rabbitmq(tmp_path):
-    """A client nobody here wrote (stomp.py, threads), heart-beats on: it sees what it would see without the
-    proxy, and the archive holds exactly the frames each side sent."""
+@pytest.mark.parametrize("name", ["rabbitmq", "activemq"])
+def test_stomp_py_through_the_proxy(tmp_path, name):
+    """A client nobody here wrote (stomp.py, threads), heart-beats on, binary bodies and escaped headers: it
+    sees what it would see without the proxy, and the archive holds exactly the frames each side sent."""
     stomp = require("stomp", "bench")
-    broker = BROKERS["rabbitmq"]
+    broker = BROKERS[name]
     require_broker(broker)
     destination = unique("capture-stomppy", broker)
-    bodies = [binary_body(i) for i in range(500)]
+    bodies = [binary_body(i) for i in range(N_STOMP_PY)]
     got, done = [], threading.Event()
 
     class Listener(stomp.ConnectionListener):
@@ -293,7 +363,7 @@ def test_stomp_py_through_the_proxy_to_rabbitmq(tmp_path):
         conn.subscribe(destination, id="1", ack="auto")
         for i, body in enumerate(bodies):
             conn.send(destination, body, headers={"x-key": f"a:b\nc\\{i}"})
-        assert done.wait(30)
+        assert done.wait(60)
         conn.disconnect()
     assert got == [(body, f"a:b\nc\\{i}") for i, body in enumerate(bodies)]
     files = stomp_files(str(tmp_path))
@@ -302,29 +372,32 @@ def test_stomp_py_through_the_proxy_to_rabbitmq(tmp_path):
     assert [f.body for f in sent if f.command == "SEND"] == bodies
     assert [(f.body, f.get("x-key")) for f in received if f.command == "MESSAGE"] == got
     assert sent[0].command in ("CONNECT", "STOMP") and received[0].command == "CONNECTED"
+    assert sent[0].get("heart-beat") == "500,500" and received[0].get("heart-beat") not in (None, "0,0")
 
 
 @pytest.mark.interop
-def test_stompman_through_the_proxy_to_rabbitmq(tmp_path):
-    """stompman (asyncio, another client nobody here wrote), a producer and a consumer connection: every body
-    arrives, and the archive holds what each connection sent and received."""
+@pytest.mark.parametrize("name", ["rabbitmq", "activemq"])
+def test_stompman_through_the_proxy(tmp_path, name):
+    """stompman (asyncio, another client nobody here wrote), a producer and a consumer connection, heart-beats on:
+    every body arrives, and the archive holds what each connection sent and received."""
     require("stompman", "bench")
     if str(REPO) not in sys.path:  # bench/ is a package at the repository root, not an installed one
         sys.path.insert(0, str(REPO))
     from bench.clients import Collector, body_for, run_stompman
 
-    broker = BROKERS["rabbitmq"]
+    broker = BROKERS[name]
     require_broker(broker)
     token = os.urandom(4).hex().encode() + b":"
-    payloads = [body_for(token, i, 300) for i in range(2000)]
+    payloads = [body_for(token, i, 300) for i in range(N_LIVE)]
     got = Collector(token, len(payloads))
     with RecordProcess(broker.port, str(tmp_path)) as port:
-        run_stompman(HOST, port, unique("capture-stompman", broker), payloads, got, 30.0)
+        run_stompman(HOST, port, unique("capture-stompman", broker), payloads, got, 30.0, heartbeat=(1000, 1000))
     assert sorted(got.bodies) == sorted(payloads) and got.current == len(payloads)
     sent, received = [], []
     for key, paths in stomp_files(str(tmp_path)).items():
         frames = fastframe.decode(joined(paths))
         if key.endswith(".c2s"):
+            assert frames[0].command in ("CONNECT", "STOMP") and frames[0].get("heart-beat") == "1000,1000"
             sent += [f.body for f in frames if f.command == "SEND"]
         else:
             received += [f.body for f in frames if f.command == "MESSAGE"]

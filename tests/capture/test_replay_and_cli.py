@@ -19,7 +19,7 @@ import fastframe
 from fastframe import aio
 from fastframe.capture import Archive, pieces_of, read_times, replay, serve_proxy
 
-from .helpers import RecordProcess, joined, read_file, require_zstd, stomp_files
+from .helpers import RecordProcess, joined, read_file, require_zstd, start_fastframe, stomp_files
 from .test_proxy import HOST, Wire, run
 
 # headers that name this session or this message, not what the broker answered
@@ -72,19 +72,6 @@ def test_replay_gives_the_answers_of_the_original_session(tmp_path):
     assert joined(files["conn-0002.s2c"]) == joined(files["conn-0001.s2c"]) == bytes(wire.into)
 
 
-def start(*args: str) -> tuple:
-    """``python -m fastframe ARGS`` in the background; returns the process and the port its first line names."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fastframe", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    line = process.stdout.readline()  # the command's first line says where it listens (bounded by its start)
-    match = re.search(r"listening on 127\.0\.0\.1:(\d+)", line)
-    if match is None:
-        process.kill()
-        raise AssertionError(f"no port in {line!r}: {process.communicate(timeout=10)}")
-    return process, int(match.group(1))
-
-
 def interrupt(process: subprocess.Popen) -> tuple:
     process.send_signal(signal.SIGINT)
     try:
@@ -99,9 +86,9 @@ def interrupt(process: subprocess.Popen) -> tuple:
 def test_record_and_broker_record_commands_then_replay_command(tmp_path, flag, ending):
     if flag == "--zstd":
         require_zstd()
-    broker, broker_port = start("broker", "--port", "0", "--record", str(tmp_path / "broker"))
+    broker, broker_port = start_fastframe("broker", "--port", "0", "--record", str(tmp_path / "broker"))
     try:
-        proxy, proxy_port = start(
+        proxy, proxy_port = start_fastframe(
             "record", "--listen", "127.0.0.1:0", "--upstream", f"127.0.0.1:{broker_port}",
             "--out", str(tmp_path / "proxy"), "--name", "local", flag, "--roll-size", "2k",
         )  # fmt: skip
@@ -178,6 +165,14 @@ def test_record_with_tls_on_both_sides(tmp_path, certificate):
     files = stomp_files(str(out / "tls"))
     assert joined(files["conn-0001.c2s"]) == bytes(wire.out)  # the STOMP bytes, never TLS records
     assert joined(files["conn-0001.s2c"]) == bytes(wire.into)
+
+
+def test_sigterm_stops_record_as_ctrl_c_does(tmp_path):
+    process, port = start_fastframe("record", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--out",
+                                    str(tmp_path))  # fmt: skip
+    process.send_signal(signal.SIGTERM)  # right after the "listening" line: the handlers are in place
+    out, err = process.communicate(timeout=30)
+    assert process.returncode == 0 and "every file closed" in out, err
 
 
 def test_ctrl_c_with_connections_open_finishes_every_file(tmp_path):

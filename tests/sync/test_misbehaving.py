@@ -140,3 +140,38 @@ def test_an_error_frame_mid_stream_fails_every_waiter_at_once() -> None:
         with pytest.raises(aio.ServerError):
             client.send("/e0", b"x")
         client.close()
+
+
+def test_a_server_going_away_with_an_error_is_reconnected_to() -> None:
+    # RabbitMQ shutting down says ERROR "connection_forced" before it closes: with a reconnect
+    # policy that is a dropped connection, not a refusal (the asyncio client's rule: it is that client)
+    with FakeServerThread() as server:
+        policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+        with fastframe.sync.connect("127.0.0.1", server.port, reconnect=policy, timeout=5) as client:
+            sub = client.subscribe("/gone")
+
+            def going_away() -> None:
+                peer = server.server.connected[0]
+                peer.write(peer.conn.error("connection_forced", body="broker forced connection closure"))
+                peer.writer.close()
+
+            server.call(going_away)
+            server.wait_for(
+                lambda: len(server.server.connected) == 2 and bool(server.server.connected[1].subscriptions())
+            )
+            client.send("/gone", b"after", receipt=True)
+            assert sub.get(timeout=5).body == b"after"  # the same subscription, re-established
+            assert client.connections == 2 and client.is_connected
+
+
+def test_an_error_refusing_what_the_client_did_ends_it_despite_a_policy() -> None:
+    with FakeServerThread() as server:
+        policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+        client = fastframe.sync.connect("127.0.0.1", server.port, reconnect=policy, timeout=5)
+        sub = client.subscribe("/refused")
+        server.call(lambda: server.server.connected[0].write(b"ERROR\nmessage:Access refused\n\n\0"))
+        with pytest.raises(aio.ServerError, match="Access refused"):
+            sub.get(timeout=5)
+        assert isinstance(client.wait_closed(timeout=5), aio.ServerError)
+        assert len(server.call(lambda: server.server.peers)) == 1  # no second attempt
+        client.close()

@@ -21,13 +21,30 @@ _CONNECTED = State.CONNECTED
 
 @dataclass(frozen=True)
 class Reconnect:
-    """Reconnect policy: exponential backoff with jitter over the servers, ``attempts`` in a row (None: forever)."""
+    """Reconnect policy: exponential backoff with jitter over the servers, ``attempts`` in a row (None: forever).
+
+    The client reconnects after the connection drops, and after an ERROR frame that says the
+    server is going away (``going_away``), not after one that refuses what the client did.
+    """
 
     attempts: Optional[int] = None
     initial_delay: float = 0.1
     max_delay: float = 10.0
     factor: float = 2.0
     jitter: float = 0.5  # each delay is multiplied by a random factor in [1 - jitter, 1]
+    #: ERROR ``message`` headers (case-insensitive prefixes) that mean the server is going away (a
+    #: shutdown or restart, an operator closing the connection), not that it refuses what the client
+    #: did: reconnect after them as after a dropped connection. RabbitMQ says ``connection_forced``.
+    #: Any other ERROR ends the client (retrying a refusal would repeat it).
+    going_away: Tuple[str, ...] = ("connection_forced",)
+
+    def retries(self, error: BaseException) -> bool:
+        """Whether the client reconnects after ``error``: not a :class:`ServerError` (a dropped
+        connection, a silent server), or an ERROR whose ``message`` starts with one of ``going_away``."""
+        if not isinstance(error, ServerError):
+            return True
+        message = (error.message or "").strip().lower()
+        return any(message.startswith(prefix.lower()) for prefix in self.going_away)
 
     def delays(self, rng: random.Random) -> Iterator[float]:
         """The wait before each attempt: 0 first, then growing to ``max_delay``."""
@@ -129,7 +146,7 @@ class Client:
                     await self._open(host, port)
                     return
                 except (OSError, asyncio.TimeoutError, ConnectionClosedError) as exc:
-                    if isinstance(exc, ServerError):
+                    if isinstance(exc, ServerError) and (self.reconnect_policy is None or not policy.retries(exc)):
                         raise  # refused (bad login, version): retrying will not help
                     last = exc
         raise ConnectionClosedError(f"could not connect to any of {self.servers}: {last}") from last
@@ -167,9 +184,9 @@ class Client:
         if session is not self._session:
             return
         self._ready.clear()
-        cause = session.error
-        if self._closing or cause is None or isinstance(cause, ServerError) or self.reconnect_policy is None:
-            self._end(cause)
+        cause, policy = session.error, self.reconnect_policy
+        if self._closing or cause is None or policy is None or not policy.retries(cause):
+            self._end(cause)  # (an ERROR that refused what the client did: reconnecting would repeat it)
         elif self._reconnector is None or self._reconnector.done():
             self._reconnector = asyncio.get_running_loop().create_task(self._reconnect(cause))
 

@@ -2,14 +2,14 @@
 
 API summary::
 
-    with Archive(out_dir, broker="rabbit-1", roll_size=64 << 20, roll_age=3600, gzip=False) as archive:
+    with Archive(out_dir, broker="rabbit-1", roll_size=64 << 20, roll_age=3600, compression=None) as archive:
         # in-process: the asyncio client's wire_hook (one recorder per connection)
         with archive.recorder() as rec:
             async with fastframe.aio.connect(host, port, wire_hook=rec) as client: ...
         # the in-memory broker: a recorder per connection
         async with fastframe.aio.Broker(port=0, wire_hook=archive.server_hook): ...
         # a recording proxy (what `fastframe record` runs)
-        proxy = await serve_proxy(archive, "127.0.0.1", 61650, "127.0.0.1", 61613)
+        proxy = await serve_proxy(archive, "127.0.0.1", 61650, "127.0.0.1", 61613)  # coalesce=0.001
         ...; await proxy.close()
     result = await replay(["archive/rabbit-1/2026-11-26/conn-0003.c2s.stomp"], "127.0.0.1", 61613,
                           pace="recorded")   # result.answers: the frames the broker sent back
@@ -18,15 +18,17 @@ API summary::
 The layout (as ``fastframe sample-archive`` writes it, and ``fastframe convert`` / Spark's ``stomp``
 format read it)::
 
-    OUT/BROKER/YYYY-MM-DD/conn-0003.c2s.stomp[.gz]        what the client sent, byte for byte
-    OUT/BROKER/YYYY-MM-DD/conn-0003.s2c.stomp[.gz]        what the server sent
-    OUT/BROKER/YYYY-MM-DD/conn-0003.c2s_0002.stomp[.gz]   the next piece, after a roll
-    ....stomp[.gz].ffidx     proven frame boundaries (fastframe.spark.write_index's format), at each roll
-    ....stomp[.gz].fftimes   arrival time of every frame (format: fastframe.archive)
+    OUT/BROKER/YYYY-MM-DD/conn-0003.c2s.stomp[.gz|.zst]        what the client sent, byte for byte
+    OUT/BROKER/YYYY-MM-DD/conn-0003.s2c.stomp[.gz|.zst]        what the server sent
+    OUT/BROKER/YYYY-MM-DD/conn-0003.c2s_0002.stomp[.gz|.zst]   the next piece, after a roll
+    ....stomp[...].ffidx     proven frame boundaries (fastframe.spark.write_index's format), at each roll
+    ....stomp[...].fftimes   arrival time of every frame (format: fastframe.archive)
+
+(``compression="zstd"`` needs the ``zstd`` extra before Python 3.14.)
 
 Recording never alters nor stops traffic: bytes are recorded as they are (a malformed stream too;
 its pieces then end where the reader's error row will show it), pieces are cut only at frame
-boundaries a :class:`fastframe.Decoder` proved, the disk is written by one thread per archive, and a
+boundaries a :class:`fastframe.ColumnDecoder` proved, the disk is written by one thread per archive, and a
 full or slow disk drops the recording of that connection (logged on ``fastframe.capture``), never
 the connection. Memory per connection: the decoder's partial frame (its limits) and at most
 ``max_pending`` bytes waiting for the disk. The proxy is asyncio and the standard library only.

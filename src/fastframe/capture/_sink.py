@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import threading
-import time
 from collections import deque
 from typing import IO, Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
@@ -25,7 +24,7 @@ _log = logging.getLogger("fastframe.capture")
 #: ``(checkpoints, frames, error_offset)`` of a finished file: what its ``.ffidx`` says.
 IndexFacts = Tuple[Sequence[Tuple[int, int]], int, Optional[int]]
 Opener = Callable[[str, str], IO[bytes]]
-BATCH_DELAY = 0.005  # seconds the writer lets operations gather after waking
+BATCH_DELAY = 0.02  # seconds the writer lets operations gather after waking (unless flushing or closing)
 
 
 class Recording:
@@ -169,6 +168,7 @@ class Writer:
         self._thread: Optional[threading.Thread] = None
         self._stopping = False
         self._waiting = False  # the thread waits for work: the next submit wakes it
+        self._flushing = 0  # flush() calls waiting: no batch delay meanwhile
         self._submitted = 0  # operations submitted, and run (flush() waits for the second to reach the first)
         self._done = 0
 
@@ -192,10 +192,8 @@ class Writer:
                     self._cond.wait()
                 if not self._ops:
                     return
-            if not self._stopping:
                 # let a batch gather: one wake-up per BATCH_DELAY, not one per read of every connection
-                time.sleep(BATCH_DELAY)
-            with self._cond:
+                self._cond.wait_for(lambda: self._stopping or self._flushing > 0, BATCH_DELAY)
                 batch, self._ops = self._ops, deque()
             written: Dict[Recording, int] = {}
             touched: Dict[FileSink, None] = {}  # (in order)
@@ -231,7 +229,12 @@ class Writer:
         """Wait until every operation submitted so far ran (at most ``timeout`` s); True when they did."""
         with self._cond:
             target = self._submitted
-            return self._cond.wait_for(lambda: self._done >= target, timeout)
+            self._flushing += 1
+            self._cond.notify_all()  # (a batch gathering runs now)
+            try:
+                return self._cond.wait_for(lambda: self._done >= target, timeout)
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout: float = 30.0) -> None:
         """Run what is queued, then stop the thread (waiting at most ``timeout`` s)."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import re
-import signal
 import ssl as _ssl
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -101,30 +100,11 @@ def _client_context(args: argparse.Namespace, prefix: str) -> Optional[_ssl.SSLC
     return context
 
 
-async def _until_interrupted() -> None:
-    """Wait for SIGINT or SIGTERM (Ctrl-C), so the close below runs in the loop, not in a KeyboardInterrupt."""
-    import asyncio
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-        except (NotImplementedError, RuntimeError):  # (Windows; a thread that is not the main one)
-            pass
-    try:
-        await stop.wait()
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-
-
 async def _record(args: argparse.Namespace) -> int:
     import asyncio
 
     from ..capture import Archive, serve_proxy
+    from ..server import stop_on_signals
 
     server_ssl = None
     if args.ssl_certfile:
@@ -133,26 +113,28 @@ async def _record(args: argparse.Namespace) -> int:
     (host, port), (up_host, up_port) = args.listen, args.upstream
     name = args.name or f"{up_host}_{up_port}".replace(":", "_")
     archive = Archive(args.out, name, roll_size=args.roll_size, roll_age=args.roll_age, compression=args.compression)
+    stop = asyncio.Event()
     try:
-        proxy = await serve_proxy(
-            archive,
-            host,
-            port,
-            up_host,
-            up_port,
-            ssl=server_ssl,
-            upstream_ssl=_client_context(args, "ssl_upstream"),
-            coalesce=args.coalesce / 1000,
-        )
-        print(
-            f"fastframe record: listening on {host}:{proxy.port}, forwarding to {up_host}:{up_port}, "
-            f"recording into {args.out}/{name}/ (Ctrl-C stops)",
-            flush=True,
-        )
-        try:
-            await _until_interrupted()
-        finally:
-            await proxy.close()
+        with stop_on_signals(stop):  # before the "listening" line: a parent may send Ctrl-C right after it
+            proxy = await serve_proxy(
+                archive,
+                host,
+                port,
+                up_host,
+                up_port,
+                ssl=server_ssl,
+                upstream_ssl=_client_context(args, "ssl_upstream"),
+                coalesce=args.coalesce / 1000,
+            )
+            print(
+                f"fastframe record: listening on {host}:{proxy.port}, forwarding to {up_host}:{up_port}, "
+                f"recording into {args.out}/{name}/ (Ctrl-C stops)",
+                flush=True,
+            )
+            try:
+                await stop.wait()
+            finally:
+                await proxy.close()
     finally:
         await asyncio.get_running_loop().run_in_executor(None, archive.close)  # waits for the disk
     print("fastframe record: stopped, every file closed", flush=True)

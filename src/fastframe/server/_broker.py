@@ -9,12 +9,13 @@ Memory only, one process, no persistence, no clustering: meant for tests, develo
 from __future__ import annotations
 
 import asyncio
-import signal
+import contextlib
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
 from ._serve import ServedConnection, Server, serve
+from ._signals import stop_on_signals
 
 __all__ = ["Broker", "run_broker"]
 
@@ -102,33 +103,14 @@ async def run_broker(host: str, port: int, stop: Optional[asyncio.Event] = None,
     """Serve until ``stop`` is set; the command line's ``fastframe broker``.
 
     Without ``stop``, SIGINT (Ctrl-C) or SIGTERM stops it, through handlers of its own in place before
-    the "listening" line is printed: the disposition a process inherits is no guide (a background job of
-    a non-interactive shell starts with SIGINT ignored, so Python's KeyboardInterrupt, which asyncio.run
-    turns into a cancel, never comes). Either way the clients get an ERROR, then the close.
+    the "listening" line is printed (:func:`stop_on_signals`). Either way the clients get an ERROR, then
+    the close.
     """
+    signals: Any = contextlib.nullcontext()
     if stop is None:
         stop = asyncio.Event()
-        handled = _stop_on_signals(stop)
-    else:
-        handled = []
-    try:
+        signals = stop_on_signals(stop)
+    with signals:
         async with Broker(host, port, **options) as broker:
             print(f"fastframe broker listening on {broker.host}:{broker.port}", flush=True)
             await stop.wait()
-    finally:
-        loop = asyncio.get_running_loop()
-        for sig in handled:
-            loop.remove_signal_handler(sig)
-
-
-def _stop_on_signals(stop: asyncio.Event) -> List[signal.Signals]:
-    """Set ``stop`` on SIGINT and SIGTERM; the signals handled (none on Windows or off the main thread)."""
-    loop = asyncio.get_running_loop()
-    handled = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError, ValueError):  # Windows; a thread other than the main one
-            continue
-        handled.append(sig)
-    return handled

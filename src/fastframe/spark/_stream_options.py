@@ -15,6 +15,11 @@ from ._options import _convert, _key, _match, _parse_int
 
 CONSUME_MODES = ("ack", "stream")
 
+#: A consume=stream subscription's default credit (``prefetch-count``). Measured in one process reading
+#: 20,000 messages of 200 bytes from the middle of a stream: 2,000 to 8,000 read 27,000 to 38,000
+#: messages/s, the whole range at once (20,000) 19,000 to 23,000.
+STREAM_CREDIT = 4000
+
 # name: (kind, default); kinds as in _options._convert, plus "seconds"
 _CONNECTION_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "host": ("str", None),
@@ -35,7 +40,7 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "startingOffsets": ("str", "earliest"),
     "maxMessagesPerTrigger": ("int", 0),
     "maxBytesPerTrigger": ("size", 0),
-    "prefetch": ("int", 0),  # 0: chosen from maxMessagesPerTrigger
+    "prefetch": ("int", 0),  # 0: STREAM_CREDIT (stream), or chosen from maxMessagesPerTrigger (ack)
     "pollTimeout": ("seconds", 0.2),  # how long a trigger waits for a first message (ack) or for the end (stream)
     "maxRecordsPerBatch": ("int", 10_000),
     "minPartitions": ("int", 1),  # consume=stream: a destination's range is cut into this many tasks
@@ -207,7 +212,12 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
                     f"option destination: {dest!r}: consume=stream reads RabbitMQ stream queues, "
                     "named /queue/NAME or /amq/queue/NAME"
                 )
-    prefetch = values["prefetch"] or max(1000, min(2 * values["maxMessagesPerTrigger"], 65_535))
+    if values["prefetch"]:
+        prefetch = values["prefetch"]
+    elif consume == "stream":
+        prefetch = STREAM_CREDIT
+    else:  # the driver's one subscription per queue holds a batch
+        prefetch = max(1000, min(2 * values["maxMessagesPerTrigger"], 65_535))
     return SourceOptions(
         connection=connection,
         destinations=destinations,

@@ -103,23 +103,25 @@ class Client:
         error.__cause__ = cause
         return error
 
-    def _post(self, call: Callable[..., Awaitable[Any]], *args: Any) -> None:
-        """Queue a call nobody waits for; a failure is raised by the next call."""
+    def _post(self, call: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any) -> None:
+        """Queue ``call(*args, **kwargs)`` (a coroutine function the loop runs) nobody waits for; a
+        failure is raised by the next call."""
         self._check()
         try:
-            self._outbox.put(call, args, None, self.timeout)
+            self._outbox.put(call, args, kwargs, None, self.timeout)
         except ConnectionClosedLater:
             raise self._closed_error() from None
 
-    def _call(self, timeout: Optional[float], call: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Queue a call and wait for its result (at most ``timeout``, the client's when None)."""
+    def _call(self, timeout: Optional[float], call: Callable[..., Awaitable[T]], /, *args: Any, **kwargs: Any) -> T:
+        """Queue ``call(*args, **kwargs)`` (a coroutine function the loop runs) and wait for its
+        result (at most ``timeout``, the client's when None)."""
         if self._runner.in_loop:
             raise RuntimeError("a blocking fastframe.sync call from the client's own I/O thread (a hook?)")
         self._check()
         limit = self.timeout if timeout is None else timeout
         waiter: concurrent.futures.Future[T] = concurrent.futures.Future()
         try:
-            self._outbox.put(call, args, waiter, limit)
+            self._outbox.put(call, args, kwargs, waiter, limit)
         except ConnectionClosedLater:
             raise self._closed_error() from None
         try:
@@ -155,7 +157,10 @@ class Client:
             except ConnectionClosedLater:
                 raise self._closed_error() from None
             return
-        self._call(timeout, self._send, destination, body, headers, content_type, transaction, timeout)
+        self._call(
+            timeout, self._inner.send, destination, body, headers,
+            content_type=content_type, transaction=transaction, receipt=True, timeout=timeout,
+        )  # fmt: skip
 
     def _send_batch(self, batch: List[Tuple[Any, ...]], failed: Callable[[BaseException], None]) -> int:
         """(On the loop) SENDs nobody waits for, ``(destination, body, headers, content_type, transaction)``
@@ -184,11 +189,6 @@ class Client:
             except Exception as exc:
                 failed(exc)
         return len(batch)
-
-    async def _send(self, destination: str, body: Any, headers: Any, content_type: Any, tx: Any, timeout: Any) -> None:
-        await self._inner.send(
-            destination, body, headers, content_type=content_type, transaction=tx, receipt=True, timeout=timeout
-        )
 
     def subscribe(
         self,
@@ -233,11 +233,8 @@ class Client:
 
     def unsubscribe(self, sub: Subscription, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
-        self._call(timeout, self._unsubscribe, sub, receipt, timeout)
+        self._call(timeout, self._inner.unsubscribe, sub._inner, receipt=receipt, timeout=timeout)
         sub._join_worker(_JOIN)
-
-    async def _unsubscribe(self, sub: Subscription, receipt: bool, timeout: Any) -> None:
-        await self._inner.unsubscribe(sub._inner, receipt=receipt, timeout=timeout)
 
     def ack(
         self,
@@ -265,13 +262,9 @@ class Client:
         if message.event.session is not self._inner.session:  # (checked again on the loop)
             raise aio.StaleMessageError("cannot settle a message of an earlier connection; it will be redelivered")
         if receipt:
-            self._call(timeout, self._settle_on_loop, method, message.event, tx, True, timeout)
+            self._call(timeout, method, message.event, transaction=tx, receipt=True, timeout=timeout)
         else:
-            self._post(self._settle_on_loop, method, message.event, tx, False, timeout)
-
-    @staticmethod
-    async def _settle_on_loop(method: Any, message: aio.Message, tx: Any, receipt: bool, timeout: Any) -> None:
-        await method(message, transaction=tx, receipt=receipt, timeout=timeout)
+            self._post(method, message.event, transaction=tx, receipt=False, timeout=timeout)
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
         """``with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
@@ -279,24 +272,15 @@ class Client:
 
     def begin(self, tx: str, *, timeout: Optional[float] = None) -> None:
         """BEGIN transaction ``tx`` (queued like a SEND: nothing to wait for)."""
-        self._post(self._begin, tx, timeout)
-
-    async def _begin(self, tx: str, timeout: Any) -> None:
-        await self._inner.begin(tx, timeout=timeout)
+        self._post(self._inner.begin, tx, timeout=timeout)
 
     def commit(self, tx: str, *, timeout: Optional[float] = None) -> None:
         """COMMIT ``tx``, waiting for its receipt."""
-        self._call(timeout, self._commit, tx, timeout)
-
-    async def _commit(self, tx: str, timeout: Any) -> None:
-        await self._inner.commit(tx, timeout=timeout)
+        self._call(timeout, self._inner.commit, tx, timeout=timeout)
 
     def abort(self, tx: str, *, timeout: Optional[float] = None) -> None:
         """ABORT ``tx``, waiting for its receipt."""
-        self._call(timeout, self._abort, tx, timeout)
-
-    async def _abort(self, tx: str, timeout: Any) -> None:
-        await self._inner.abort(tx, timeout=timeout)
+        self._call(timeout, self._inner.abort, tx, timeout=timeout)
 
     def flush(self, *, timeout: Optional[float] = None) -> None:
         """Wait until every call made before this one has been handed to the connection."""

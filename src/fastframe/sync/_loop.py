@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Deque, List, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Tuple, TypeVar
 
 __all__ = ["LoopThread", "Outbox", "blocking_timeout"]
 
@@ -118,10 +118,14 @@ class LoopThread:
 
 _BATCH_BYTES = 64 * 1024  # (bodies) a run of SENDs written at once stops past this much
 
-# (call, its arguments, unused, who waits for its result); call None: the everyday SEND
+# (call, its arguments, its keyword arguments, who waits for its result); call None: the everyday SEND
 Entry = Tuple[
-    Optional[Callable[..., Awaitable[Any]]], Tuple[Any, ...], None, Optional["concurrent.futures.Future[Any]"]
+    Optional[Callable[..., Awaitable[Any]]],
+    Tuple[Any, ...],
+    Dict[str, Any],
+    Optional["concurrent.futures.Future[Any]"],
 ]
+_NO_KWARGS: Dict[str, Any] = {}  # (the everyday SEND's: its arguments are positional)
 
 
 class Outbox:
@@ -164,7 +168,7 @@ class Outbox:
         entries = self._entries
         if len(entries) >= self._limit:
             self._wait_for_room(timeout)
-        entries.append((None, args, None, None))
+        entries.append((None, args, _NO_KWARGS, None))
         if not self._scheduled:
             self._schedule()
 
@@ -172,14 +176,15 @@ class Outbox:
         self,
         call: Callable[..., Awaitable[Any]],
         args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
         waiter: Optional[concurrent.futures.Future[Any]],
         timeout: float,
     ) -> None:
-        """Queue ``call(*args)``; ``waiter`` (if any) gets its result or exception."""
+        """Queue ``call(*args, **kwargs)``; ``waiter`` (if any) gets its result or exception."""
         entries = self._entries
         if len(entries) >= self._limit:
             self._wait_for_room(timeout)
-        entries.append((call, args, None, waiter))
+        entries.append((call, args, kwargs, waiter))
         if not self._scheduled:
             self._schedule()
 
@@ -214,7 +219,7 @@ class Outbox:
         entries, send, send_batch, failed = self._entries, self._send, self._send_batch, self._failed
         while True:
             while entries:
-                call, args, _, waiter = entries.popleft()
+                call, args, kwargs, waiter = entries.popleft()
                 if call is None:  # the everyday SEND: the run of them that waits goes out in one write
                     batch, size = [args], len(args[1])
                     while entries and size < _BATCH_BYTES and entries[0][0] is None:
@@ -241,7 +246,7 @@ class Outbox:
                 if waiter is not None and not waiter.set_running_or_notify_cancel():
                     continue  # its caller stopped waiting before it ran
                 try:
-                    result = await call(*args)
+                    result = await call(*args, **kwargs)
                 except asyncio.CancelledError:
                     if waiter is not None:
                         waiter.cancel()

@@ -207,9 +207,12 @@ class Subscription:
                     continue
                 batch = [Message(await take(), client)]
                 space = self.max_queue - len(self._queue) - 1
-                while space > 0 and len(inner):
-                    batch.append(Message(take_queued(), client))
-                    space -= 1
+                try:
+                    while space > 0:
+                        batch.append(Message(take_queued(), client))
+                        space -= 1
+                except asyncio.QueueEmpty:
+                    pass  # (all that was queued)
                 with self._lock:
                     self._queue.extend(batch)
                     self._ready.notify()  # (a consumer that finds the queue empty waits under the lock)
