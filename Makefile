@@ -7,7 +7,7 @@ EXTRAS ?= test,bench,spark,zstd
 
 .PHONY: demo test bench docs clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
-$(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/_codec_c.pyx $(wildcard src/fastframe/*.pxi)
+$(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/codec/_codec_c.pyx $(wildcard src/fastframe/codec/*.pxi)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -U pip
 	$(PY) -m pip install -q -e '.[$(EXTRAS)]'
@@ -88,5 +88,7 @@ valgrind: $(VENV)/.installed
 valgrind-smoke: $(VENV)/.installed
 	PY=$(PY) fuzz/valgrind.sh --quick
 
+# (src/fastframe/_codec_c.*: where the compiled twin was built before it moved into codec/)
 clean:
-	rm -rf build dist docs/_build docs/_generated src/*.egg-info src/fastframe/*.so src/fastframe/_codec_c.c
+	rm -rf build dist docs/_build docs/_generated src/*.egg-info src/fastframe/codec/*.so src/fastframe/codec/_codec_c.c \
+	    src/fastframe/_codec_c.*.so src/fastframe/_codec_c.c

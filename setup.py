@@ -35,8 +35,8 @@ if not _flag("FASTFRAME_NO_EXTENSIONS") and platform.python_implementation() == 
     ext_modules = cythonize(
         [
             Extension(
-                "fastframe._codec_c",
-                ["src/fastframe/_codec_c.pyx"],
+                "fastframe.codec._codec_c",
+                ["src/fastframe/codec/_codec_c.pyx"],
                 define_macros=macros,
                 extra_compile_args=extra,
             )

@@ -93,7 +93,7 @@ class FastframeTwin(Codec):
     def __init__(self, twin: str) -> None:
         self.twin = twin
         self.key = twin
-        self.module_name = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}[twin]
+        self.module_name = {"c": "fastframe.codec._codec_c", "py": "fastframe.codec._codec_py"}[twin]
         self.label = f"fastframe {'C twin' if twin == 'c' else 'Python twin'}"
         self.how = "decode(stream) (one feed + close); encode(frame) per Frame; Decoder.feed(piece)"
 
@@ -447,7 +447,7 @@ class CopyFloor(Codec):
         return bytes(prepared)
 
     def prepare_encode(self, frames: Sequence[LogicalFrame]) -> Any:
-        from fastframe import _codec_py
+        from fastframe.codec import _codec_py
 
         return bytearray(b"".join(_codec_py.encode(*frame) for frame in frames))
 

@@ -162,7 +162,7 @@ class Runner:
     def __init__(self, args: argparse.Namespace, log: Any) -> None:
         self.args = args
         self.log = log
-        from fastframe import _codec_py
+        from fastframe.codec import _codec_py
 
         self.reference = _codec_py
 

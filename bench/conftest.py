@@ -18,13 +18,13 @@ import pytest
 
 from bench.workloads import Workload, build_workloads
 
-TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
+TWIN_MODULES = {"c": "fastframe.codec._codec_c", "py": "fastframe.codec._codec_py"}
 SIZES = os.environ.get("FASTFRAME_BENCH_SIZES", "full")
 
 
 @pytest.fixture(params=tuple(TWIN_MODULES), scope="session")
 def codec(request: pytest.FixtureRequest) -> ModuleType:
-    """The twin under test: ``fastframe._codec_c`` or ``fastframe._codec_py``."""
+    """The twin under test: ``fastframe.codec._codec_c`` or ``fastframe.codec._codec_py``."""
     return importlib.import_module(TWIN_MODULES[request.param])
 
 

@@ -121,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every size (default 1)")
     parser.add_argument("--trace", action="store_true", help="also report tracemalloc's peak")
     args = parser.parse_args(argv)
-    modules = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
+    modules = {"c": "fastframe.codec._codec_c", "py": "fastframe.codec._codec_py"}
     print(
         "| case | twin | offered | s | ns/byte | frames | heart-beats | max buffered | peak traced | outcome |\n"
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"

@@ -3,7 +3,7 @@
 Each :class:`Workload` holds the *logical* frames (``command``, tuple of
 ``(name, value)`` pairs, ``body`` bytes) and the stream of bytes they encode
 to. The bytes are built with fastframe's own reference encoder
-(``fastframe._codec_py.encode``), so every workload is valid STOMP 1.2 and
+(``fastframe.codec._codec_py.encode``), so every workload is valid STOMP 1.2 and
 decodes back to exactly its logical frames (``check_workload``).
 
 Workloads (``WORKLOAD_NAMES``):
@@ -36,7 +36,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from fastframe import _codec_py
+from fastframe.codec import _codec_py
 
 __all__ = [
     "LogicalFrame",

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from fastframe import DecodeError
-from fastframe import _codec_c as C
-from fastframe import _codec_py as P
+from fastframe.codec import _codec_c as C
+from fastframe.codec import _codec_py as P
 
 REPO = Path(__file__).resolve().parents[1]
 # what the suite already has: where ../shared is, and how a Columns reads back as rows

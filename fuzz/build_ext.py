@@ -4,7 +4,7 @@
     python fuzz/build_ext.py fuzz     # clang, -fsanitize=fuzzer-no-link: libFuzzer (atheris) sees C coverage
 
 Prints the directory to put first on PYTHONPATH: build/<variant>/pkg, which holds a copy of
-src/fastframe with the special build of _codec_c. The editable install in .venv (which other
+src/fastframe with the special build of codec/_codec_c. The editable install in .venv (which other
 people are testing against) is never touched. The .so is rebuilt only when the .pyx (or a .pxi), the
 flags or the compiler change; the Python files are copied afresh on every call.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src" / "fastframe"
+CODEC = SRC / "codec"  # the .pyx, its .pxi files, and where the .so goes
 
 # the same directives as setup.py (kept in step by hand: setup.py runs setup() on import)
 DIRECTIVES = {"language_level": 3, "embedsignature": True, "cdivision": True}
@@ -66,10 +67,10 @@ def build(variant: str) -> Path:
     out = REPO / "build" / variant
     pkg = out / "pkg" / "fastframe"
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    target = pkg / f"_codec_c{suffix}"
-    pyx = SRC / "_codec_c.pyx"
+    target = pkg / "codec" / f"_codec_c{suffix}"
+    pyx = CODEC / "_codec_c.pyx"
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[0]
-    sources = b"".join(path.read_bytes() for path in [pyx, *sorted(SRC.glob("*.pxi"))])  # the .pyx includes the .pxi
+    sources = b"".join(path.read_bytes() for path in [pyx, *sorted(CODEC.glob("*.pxi"))])  # the .pyx includes the .pxi
     key = hashlib.sha256(sources + repr((cc, version, cflags, DIRECTIVES, sys.version)).encode()).hexdigest()
     stamp = out / "stamp"
 
@@ -86,12 +87,12 @@ def build(variant: str) -> Path:
     c_file = out / "_codec_c.c"
     shutil.copy(pyx, out / "_codec_c.pyx")
     cythonize(
-        [str(out / "_codec_c.pyx")], compiler_directives=DIRECTIVES, force=True, quiet=True, include_path=[str(SRC)]
+        [str(out / "_codec_c.pyx")], compiler_directives=DIRECTIVES, force=True, quiet=True, include_path=[str(CODEC)]
     )
     paths = sysconfig.get_paths()
     command = [
         cc, "-shared", "-fPIC", *COMMON, *cflags,
-        f"-I{paths['include']}", f"-I{paths['platinclude']}", f"-I{SRC}",
+        f"-I{paths['include']}", f"-I{paths['platinclude']}", f"-I{CODEC}",
         str(c_file), "-o", str(target),
     ]  # fmt: skip
     print("build_ext:", " ".join(command), file=sys.stderr)

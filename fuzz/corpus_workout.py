@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import REPO, column_rows, describe, find_shared, streams  # noqa: E402
 
 from fastframe import DecodeError, EncodeError  # noqa: E402
-from fastframe import _codec_c as C  # noqa: E402
+from fastframe.codec import _codec_c as C  # noqa: E402
 
 
 def decode_stream(data: bytes, options: dict, pieces: int) -> List[object]:

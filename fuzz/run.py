@@ -88,7 +88,7 @@ def fuzz(name: str, seconds: int, extra: List[str]) -> None:
     # libFuzzer itself
     with atheris.instrument_imports(include=["fastframe"]):
         harness = importlib.import_module(f"fuzz_{name}")
-        import fastframe._codec_c as compiled
+        import fastframe.codec._codec_c as compiled
     print(f"fuzz {name}: compiled twin from {compiled.__file__}", file=sys.stderr)
     corpus = WORK / "corpus" / name
     corpus.mkdir(parents=True, exist_ok=True)

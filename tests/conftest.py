@@ -23,7 +23,7 @@ import pytest
 from _shared import IN_CI, REPO, find_shared  # noqa: F401  (REPO: the test modules import it from here)
 
 TWINS = ("c", "py")
-TWIN_MODULES = {"c": "fastframe._codec_c", "py": "fastframe._codec_py"}
+TWIN_MODULES = {"c": "fastframe.codec._codec_c", "py": "fastframe.codec._codec_py"}
 
 
 SHARED = find_shared()
@@ -51,7 +51,7 @@ def compiled_twin_built() -> bool:
 
 
 def compiled_twin() -> ModuleType:
-    """``fastframe._codec_c``; a skip (at module level too) when it is absent by design, else a failure."""
+    """``fastframe.codec._codec_c``; a skip (at module level too) when it is absent by design, else a failure."""
     if not compiled_twin_built():
         pytest.skip(
             "compiled twin not built: pure Python asked for (FASTFRAME_NO_EXTENSIONS=1)", allow_module_level=True
@@ -65,7 +65,7 @@ def load_twin(name: str) -> ModuleType:
 
 @pytest.fixture(params=TWINS, scope="session")
 def codec(request: pytest.FixtureRequest) -> ModuleType:
-    """The codec module under test: ``fastframe._codec_c`` or ``fastframe._codec_py``."""
+    """The codec module under test: ``fastframe.codec._codec_c`` or ``fastframe.codec._codec_py``."""
     return load_twin(request.param)
 
 

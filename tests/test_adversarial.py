@@ -28,8 +28,8 @@ from fastframe import (
     LimitExceededError,
     TruncatedError,
 )
-from fastframe import _codec_py as P
-from fastframe._errors import NOT_BYTES, NOT_CONTIGUOUS
+from fastframe.codec import _codec_py as P
+from fastframe.codec._errors import NOT_BYTES, NOT_CONTIGUOUS
 
 C = compiled_twin()  # a skip for the whole module when absent by design
 

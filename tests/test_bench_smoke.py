@@ -24,7 +24,7 @@ from bench import compare  # noqa: E402
 from bench.codecs import all_codecs  # noqa: E402
 from bench.workloads import SIZES, WORKLOAD_NAMES, build_workloads, check_workload  # noqa: E402
 
-from fastframe import _codec_py  # noqa: E402
+from fastframe.codec import _codec_py  # noqa: E402
 
 
 def _c_built() -> bool:

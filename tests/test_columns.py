@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import fastframe
 from _strategies import column_rows
 from conftest import compiled_twin
-from fastframe import _codec_py as P
+from fastframe.codec import _codec_py as P
 from fastframe.sample import generate_stream
 
 STREAM = (

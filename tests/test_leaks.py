@@ -14,7 +14,8 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
-from fastframe import DecodeError, EncodeError, _errors
+from fastframe import DecodeError, EncodeError
+from fastframe.codec import _errors
 
 # (input, decoder options, the error's code); each is fed whole, in 3-byte pieces, and to a ColumnDecoder
 BAD_STREAMS: List[Tuple[bytes, Dict[str, Any], str]] = [

@@ -16,8 +16,8 @@ import pytest
 
 import fastframe
 from conftest import REPO
-from fastframe import _options
-from fastframe._errors import DecodeError
+from fastframe.codec import _options
+from fastframe.codec._errors import DecodeError
 
 README = (REPO / "README.md").read_text(encoding="utf-8")
 BLOCKS = re.findall(r"^```python\n(.*?)^```$", README, re.M | re.S)

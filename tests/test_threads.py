@@ -22,7 +22,7 @@ import pytest
 
 from conftest import compiled_twin
 from fastframe import DecodeError, EncodeError
-from fastframe._errors import REENTRANT_CALL
+from fastframe.codec._errors import REENTRANT_CALL
 
 # The issue's reproducer, bounded: threads stop once enough calls were refused (or
 # after a generous cap) and report what each call gave. A crash fails the test
@@ -31,7 +31,7 @@ SHARED_DECODER = r"""
 import importlib, json, sys, threading, time
 module = importlib.import_module(sys.argv[1])
 from fastframe import DecodeError, EncodeError
-from fastframe._errors import REENTRANT_CALL
+from fastframe.codec._errors import REENTRANT_CALL
 BUSY = {REENTRANT_CALL.format(type_name, method) for type_name in ("Decoder", "ColumnDecoder")
         for method in ("feed", "reset", "close", "take")}
 sys.setswitchinterval(1e-6)
@@ -85,7 +85,7 @@ print(json.dumps({
 
 
 @pytest.mark.parametrize("kind", ["Decoder", "ColumnDecoder"])
-@pytest.mark.parametrize("twin", ["fastframe._codec_c", "fastframe._codec_py"], ids=["c", "py"])
+@pytest.mark.parametrize("twin", ["fastframe.codec._codec_c", "fastframe.codec._codec_py"], ids=["c", "py"])
 def test_a_decoder_shared_by_threads_refuses_the_second_caller(twin: str, kind: str) -> None:
     if twin.endswith("_c"):
         compiled_twin()  # a skip when absent by design, a failure when expected
@@ -160,7 +160,7 @@ def test_a_finalizer_that_feeds_the_busy_decoder_is_refused(
 
 
 def test_reentry_message_is_the_same_in_both_twins(collector_runs: Callable[[Callable[[], None]], None]) -> None:
-    from fastframe import _codec_py as P
+    from fastframe.codec import _codec_py as P
 
     C = compiled_twin()
 
@@ -237,7 +237,7 @@ def _in_threads(targets: List[Callable[[], None]], timeout: float = 300) -> None
         sys.setswitchinterval(switch)
 
 
-@pytest.mark.parametrize("twin", ["fastframe._codec_c", "fastframe._codec_py"], ids=["c", "py"])
+@pytest.mark.parametrize("twin", ["fastframe.codec._codec_c", "fastframe.codec._codec_py"], ids=["c", "py"])
 def test_encoders_may_be_shared_by_threads(twin: str) -> None:
     # encode() uses one module-level Encoder: threads share it, and must get exact bytes
     import importlib

@@ -24,7 +24,7 @@ except ImportError:  # pragma: no cover
 
 import fastframe
 from fastframe import DecodeError, EncodeError
-from fastframe import _codec_py as P
+from fastframe.codec import _codec_py as P
 
 C = compiled_twin()  # a skip for the whole module when absent by design
 
@@ -188,7 +188,7 @@ def test_compiled_twin_does_not_leak() -> None:
 
 def test_compiled_twin_imports_no_python_twin() -> None:
     # the compiled twin stands on its own: `import fastframe` leaves the reference unimported
-    code = "import sys, fastframe; print(fastframe.IMPLEMENTATION, 'fastframe._codec_py' in sys.modules)"
+    code = "import sys, fastframe; print(fastframe.IMPLEMENTATION, 'fastframe.codec._codec_py' in sys.modules)"
     env = dict(os.environ, FASTFRAME_NO_EXTENSIONS="0")
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["c", "False"]

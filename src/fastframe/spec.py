@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
-from . import BODY_COMMANDS, CLIENT_COMMANDS, SERVER_COMMANDS, VERSIONS, EncodeError, FrameError
-from ._constants import COMMANDS_BY_VERSION
+from .codec import (
+    BODY_COMMANDS,
+    CLIENT_COMMANDS,
+    COMMANDS_BY_VERSION,
+    SERVER_COMMANDS,
+    VERSIONS,
+    EncodeError,
+    FrameError,
+)
 
 __all__ = [
     "ValidationError",

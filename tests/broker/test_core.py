@@ -7,6 +7,7 @@ from typing import Any, List
 import pytest
 
 import fastframe
+from fastframe import spec
 from fastframe.broker import BrokerCore, Session
 
 
@@ -17,6 +18,9 @@ class Client:
         self.core = core
         self.frames: List[Any] = []
         self.closed = False
+        # the connection's negotiation, as fastframe.protocol.ServerConnection does it (the core reads it)
+        self.common_version: Any = None
+        self.version: Any = None
         self.session: Session = core.open(self)
         if ack_connect:
             self.do("CONNECT", {"accept-version": version, "host": "/"})
@@ -24,6 +28,7 @@ class Client:
 
     # the handle's calls, recorded as the frames a transport would shape from them
     def accept(self, version: str, headers: Any) -> None:
+        self.version = version
         self.record(fastframe.Frame("CONNECTED", [("version", version), *headers]))
 
     def receipt(self, receipt_id: str) -> None:
@@ -42,7 +47,10 @@ class Client:
         self.closed = True
 
     def do(self, command: str, headers: Any = (), body: bytes = b"") -> None:
-        self.core.receive(self.session, fastframe.Frame(command, headers, body))
+        frame = fastframe.Frame(command, headers, body)
+        if command in ("CONNECT", "STOMP") and self.version is None:
+            self.common_version = spec.negotiate_version(frame.get("accept-version"), fastframe.VERSIONS)
+        self.core.receive(self.session, frame)
 
     def take(self) -> List[Any]:
         frames, self.frames = self.frames, []
@@ -71,6 +79,27 @@ def test_connect_negotiates_and_names_the_session() -> None:
     old = Client(core, ack_connect=False)
     old.do("CONNECT")
     assert old.take()[0].get("version") == "1.0"
+
+
+def test_the_core_answers_in_the_version_its_connection_negotiated() -> None:
+    # the connection owns the version: the core neither negotiates it again nor keeps a copy
+    class Older(Client):
+        def do(self, command: str, headers: Any = (), body: bytes = b"") -> None:
+            if command == "CONNECT":
+                self.common_version = "1.1"  # as a server offering 1.0 and 1.1 only would negotiate
+                self.core.receive(self.session, fastframe.Frame(command, headers, body))
+            else:
+                super().do(command, headers, body)
+
+    client = Older(BrokerCore(), ack_connect=False)
+    client.do("CONNECT", {"accept-version": "1.1,1.2", "host": "/"})
+    assert client.take()[0].get("version") == "1.1" and client.session.version == "1.1"
+    client.version = "1.0"  # what the connection says is what the session reads
+    assert client.session.version == "1.0"
+    client.do("SUBSCRIBE", {"id": "s", "destination": "/queue/a", "ack": "client"})
+    client.do("SEND", {"destination": "/queue/a"}, b"x")
+    (message,) = client.messages()
+    assert message.get("ack") is None  # 1.0 names the message-id in ACK: no ack header
 
 
 def test_errors_have_rabbitmq_shape_and_close() -> None:

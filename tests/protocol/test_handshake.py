@@ -29,6 +29,26 @@ def test_both_roles_negotiate_each_version(version):
     assert client.state is server.state is State.CONNECTED
 
 
+@pytest.mark.parametrize(
+    ("accept_version", "versions", "common"),
+    [("1.0,1.1,1.2", ("1.0", "1.1", "1.2"), "1.2"), ("1.0,1.1", ("1.0", "1.1", "1.2"), "1.1"),
+     (None, ("1.0", "1.1", "1.2"), "1.0"), ("1.2", ("1.0", "1.1"), None)],
+)  # fmt: skip
+def test_the_version_is_negotiated_once_when_connect_arrives(accept_version, versions, common):
+    server = ServerConnection(versions=versions)
+    assert server.common_version is None
+    head = f"accept-version:{accept_version}\n" if accept_version else ""
+    (request,) = server.receive_data(f"CONNECT\n{head}host:/\n\n\0".encode())
+    assert isinstance(request, ConnectRequest)
+    assert server.common_version == common and server.version is None  # spoken from CONNECTED on
+    if common is None:
+        with pytest.raises(LocalProtocolError, match="no common version"):
+            server.accept()
+        return
+    (connected,) = fastframe.decode(server.accept())
+    assert connected.get("version") == server.version == common
+
+
 def test_heartbeat_negotiation_is_mirrored():
     client, server = pair(client_beat=(500, 2000), server_beat=(1000, 1000))
     assert client.heartbeat == (1000, 2000)  # (send, receive): max(500, 1000), max(2000, 1000)

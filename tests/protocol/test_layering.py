@@ -12,16 +12,34 @@ import fastframe
 SRC = Path(fastframe.__file__).parent
 
 
-def test_protocol_and_aio_do_not_reach_into_the_twins():
-    layers = ("protocol", "aio", "server", "broker")
-    for path in [path for layer in layers for path in (SRC / layer).glob("*.py")]:
+# every package above the codec, and the root's modules beside it
+LAYERS = ("protocol", "broker", "aio", "sync", "server", "archive", "capture", "spark", "cli")
+# a private module of the codec, however imported: fastframe.codec._x, from ..codec._x, from .codec import _x
+PRIVATE_CODEC = re.compile(r"codec\._[a-z]|codec import[^\n]*\b_[a-z]|\b_codec_(py|c)\b")
+
+
+def test_layers_above_the_codec_use_its_public_api_only():
+    paths = [path for layer in LAYERS for path in (SRC / layer).rglob("*.py")]
+    paths += [path for path in SRC.glob("*.py") if path.name != "__init__.py"]
+    assert len(paths) > 40
+    for path in paths:
         text = path.read_text(encoding="utf-8")
-        assert not re.search(r"_codec_(py|c)\b", text), path
+        assert not PRIVATE_CODEC.search(text), path
+
+
+def test_the_codec_imports_nothing_of_fastframe_outside_itself():
+    codec = SRC / "codec"
+    for path in [*codec.glob("*.py"), *codec.glob("*.pyx"), *codec.glob("*.pxi")]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if re.match(r"\s*(from|c?import)\s", line):
+                assert not re.search(r"from \.\.|fastframe", line), (path.name, line)
 
 
 def test_import_directions():
     code = (
-        "import sys, fastframe; assert 'fastframe.protocol' not in sys.modules and 'fastframe.aio' not in sys.modules;"
+        "import sys, fastframe.codec; assert [m for m in sys.modules if m.startswith('fastframe.') and"
+        " not m.startswith('fastframe.codec')] == [];"
+        "import fastframe; assert 'fastframe.protocol' not in sys.modules and 'fastframe.aio' not in sys.modules;"
         "import fastframe.protocol; assert 'fastframe.aio' not in sys.modules;"
         "import fastframe.broker; assert 'fastframe.server' not in sys.modules and 'fastframe.aio' not in sys.modules;"
         "import fastframe.aio; assert 'fastframe.server' not in sys.modules;"  # the server side: on first use

@@ -251,7 +251,7 @@ def test_a_damaged_gzip_file_is_malformed_input(twin: Any, tmp_path: Any) -> Non
 
 
 def test_a_worker_on_the_python_twin_says_so(tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    from fastframe import _codec_py
+    from fastframe.codec import _codec_py
 
     monkeypatch.setattr(_read, "codec", _codec_py)
     monkeypatch.setattr(_read, "_announced", False)

@@ -20,9 +20,7 @@ import collections
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import fastframe
-from fastframe import spec
 
-from .._constants import VERSIONS
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 
@@ -37,7 +35,19 @@ Headers = Tuple[Tuple[str, str], ...]
 
 
 class SessionHandle(Protocol):
-    """How the core reaches one client: the transport implements these calls."""
+    """How the core reaches one client: the transport implements these calls.
+
+    The connection negotiates the version and owns it (:class:`fastframe.protocol.ServerConnection`);
+    the core reads it here, never keeps its own copy.
+    """
+
+    @property
+    def common_version(self) -> Optional[str]:
+        """The version CONNECTED will fix, negotiated when CONNECT arrived (``None``: none in common)."""
+
+    @property
+    def version(self) -> Optional[str]:
+        """The version the connection speaks, fixed by CONNECTED (``None`` before)."""
 
     def accept(self, version: str, headers: Sequence[Tuple[str, str]]) -> None:
         """Answer CONNECT with CONNECTED in ``version`` (fixed for the session), with extra ``headers``."""
@@ -69,7 +79,7 @@ class _Published:
 
 
 class _Subscription:
-    __slots__ = ("session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2")
+    __slots__ = ("session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2", "ack_header")
 
     def __init__(self, session: Session, sub_id: str, destination: str, ack: str, named: bool) -> None:
         self.session = session
@@ -81,6 +91,8 @@ class _Subscription:
         # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
         head: Headers = ((("subscription", sub_id),) if named else ()) + (("destination", destination),)
         version = session.version or "1.2"
+        #: whether a delivery names its ack id in an ``ack`` header (1.2; the others ACK the message-id)
+        self.ack_header = version == "1.2"
         #: MESSAGE's first lines up to the message-id value, in the session's escapes and in 1.2's (a
         #: frame is escaped one way throughout: 1.2 when the version cannot carry any of its values)
         self.prefix_1_2 = fastframe.encode("MESSAGE", head, version=version, escapes="1.2")[:-2] + b"message-id:"
@@ -97,8 +109,8 @@ class Session:
     def __init__(self, handle: SessionHandle, number: int) -> None:
         self.handle = handle
         self.name = f"session-{number}"
-        #: the negotiated version, ``None`` until CONNECT succeeded
-        self.version: Optional[str] = None
+        #: whether the core answered CONNECT with CONNECTED (the login passed); the hot path's test
+        self.accepted = False
         self.login: Optional[str] = None
         self.subscriptions: Dict[str, _Subscription] = {}
         #: ack id -> subscription, for every unacknowledged delivery of this session
@@ -112,7 +124,12 @@ class Session:
     @property
     def connected(self) -> bool:
         """Whether CONNECT succeeded and the session is not closed."""
-        return self.version is not None and not self.closed
+        return self.accepted and not self.closed
+
+    @property
+    def version(self) -> Optional[str]:
+        """The negotiated version, read from the connection that owns it (``None`` before CONNECTED)."""
+        return self.handle.version
 
 
 class _Queue:
@@ -197,7 +214,7 @@ class BrokerCore:
     def receive(self, session: Session, frame: Any) -> None:
         """Act on one frame the client of ``session`` sent."""
         command = frame.command
-        if command == "SEND" and session.version is not None and frame.get("transaction") is None:
+        if command == "SEND" and session.accepted and frame.get("transaction") is None:
             if not session.closed:  # the hot path first; the general one below does the same
                 self._send(session, frame)
                 receipt = frame.get("receipt")
@@ -206,7 +223,7 @@ class BrokerCore:
             return
         if session.closed:
             return
-        if session.version is None:
+        if not session.accepted:
             if command in ("CONNECT", "STOMP"):
                 self._connect(session, frame)
             else:
@@ -250,7 +267,7 @@ class BrokerCore:
         for frame in frames:
             if session.closed:
                 break
-            if frame.command != "SEND" or session.version is None:
+            if frame.command != "SEND" or not session.accepted:
                 self._receive_one(session, frame)
                 continue
             headers = frame.headers
@@ -321,7 +338,7 @@ class BrokerCore:
         dirty.clear()
 
     def _connect(self, session: Session, frame: Any) -> None:
-        version = spec.negotiate_version(frame.get("accept-version"), VERSIONS)
+        version = session.handle.common_version  # the connection negotiated it (the one rule, its owner)
         if version is None:
             self.fail(session, "version")
             return
@@ -329,7 +346,7 @@ class BrokerCore:
         if self.users is not None and (login is None or self.users.get(login) != frame.get("passcode")):
             self.fail(session, "login", login or "")
             return
-        session.version = version
+        session.accepted = True
         session.login = login
         session.handle.accept(version, (("server", self.server), ("session", session.name)))
 
@@ -404,7 +421,7 @@ class BrokerCore:
         message_id = str(number)
         sub.unacked[message_id] = message
         session.pending[message_id] = sub
-        ack = b"ack:%d\n" % number if session.version == "1.2" else b""
+        ack = b"ack:%d\n" % number if sub.ack_header else b""
         return DELIVERY % (prefix, number, b"true" if redelivered else b"false", ack, tail)
 
     def _subscribe(self, session: Session, frame: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from .._constants import ESCAPE, VERSIONS
+from ..codec import ESCAPE, VERSIONS
 
 __all__ = ["DELIVERY", "PLAIN_DELIVERY", "PLAIN_EMPTY_DELIVERY", "forwarded_headers", "message_tail", "first_of_each"]
 

@@ -12,7 +12,7 @@ from typing import Any, Tuple
 
 import fastframe
 
-from .._constants import VERSIONS
+from ..codec import VERSIONS
 
 __all__ = ["error_frame", "error_parts", "ERRORS"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .. import EncodeError, Encoder, Frame, Heartbeat, spec
-from .._constants import VERSIONS
+from ..codec import VERSIONS
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._events import Connected, Error, Event, Message, Receipt
 

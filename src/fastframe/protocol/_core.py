@@ -11,8 +11,7 @@ import itertools
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
 from .. import DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, spec
-from .._constants import VERSIONS
-from .._options import receive_size, received_size
+from ..codec import VERSIONS, receive_size, received_size
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Event, HeartbeatReceived
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer

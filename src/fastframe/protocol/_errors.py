@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from .._errors import FrameError
+from ..codec import FrameError
 
 __all__ = ["ProtocolError", "LocalProtocolError", "RemoteProtocolError"]
 

@@ -9,6 +9,7 @@ same class with equal fields; assigning a field raises ``dataclasses.FrozenInsta
 
 from __future__ import annotations
 
+import operator
 from dataclasses import FrozenInstanceError
 from typing import Any, Optional, Tuple
 
@@ -20,6 +21,11 @@ __all__ = [
 ]  # fmt: skip
 
 _set = object.__setattr__  # how a frozen event's own __init__ fills its slots
+
+
+def _read_only(slot: str, doc: str) -> Any:
+    """A read-only field over ``slot``; its getter is C code (``operator.attrgetter``), no Python call."""
+    return property(operator.attrgetter(slot), doc=doc)
 
 
 class Event:
@@ -113,7 +119,7 @@ class Message(FrameEvent):
 
     __slots__ = ("_frame", "_subscription", "_message_id", "_ack_id", "_destination")
     fields = ("frame", "subscription", "message_id", "ack_id", "destination")
-    # the fields are properties without setters: read-only all the same
+    # the fields are properties without setters (_read_only): read-only all the same
     __setattr__ = object.__setattr__  # type: ignore[assignment]
     __delattr__ = object.__delattr__
 
@@ -131,30 +137,13 @@ class Message(FrameEvent):
         self._ack_id = ack_id
         self._destination = destination
 
-    @property
-    def frame(self) -> Any:
-        """The :class:`fastframe.Frame` as received."""
-        return self._frame
-
-    @property
-    def subscription(self) -> Optional[str]:
-        """The ``subscription`` header (``None``: a 1.0 MESSAGE without one)."""
-        return self._subscription
-
-    @property
-    def message_id(self) -> Optional[str]:
-        """The ``message-id`` header."""
-        return self._message_id
-
-    @property
-    def ack_id(self) -> Optional[str]:
-        """What an ACK or NACK of this message names."""
-        return self._ack_id
-
-    @property
-    def destination(self) -> Optional[str]:
-        """The ``destination`` header."""
-        return self._destination
+    frame: Any = _read_only("_frame", "The :class:`fastframe.Frame` as received.")
+    subscription: Optional[str] = _read_only(
+        "_subscription", "The ``subscription`` header (``None``: a 1.0 MESSAGE without one)."
+    )
+    message_id: Optional[str] = _read_only("_message_id", "The ``message-id`` header.")
+    ack_id: Optional[str] = _read_only("_ack_id", "What an ACK or NACK of this message names.")
+    destination: Optional[str] = _read_only("_destination", "The ``destination`` header.")
 
     @property
     def body(self) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .. import Heartbeat, spec
-from .._constants import VERSIONS
+from ..codec import VERSIONS
 from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import (
@@ -63,6 +63,10 @@ class ServerConnection(ConnectionCore):
         self.offered_heartbeat = heartbeat
         #: The client's CONNECT (or STOMP) event, once it arrived.
         self.request: Optional[ConnectRequest] = None
+        #: The version :meth:`accept` answers in, negotiated once when CONNECT arrived: the highest
+        #: of ``versions`` the client accepts (``None``: none in common, or no CONNECT yet). The
+        #: connection speaks it (:attr:`version`) from CONNECTED on.
+        self.common_version: Optional[str] = None
         self._told = False  # ERROR (or a rejection) was sent: nothing else goes out
 
     def _answering(self) -> bool:
@@ -95,10 +99,11 @@ class ServerConnection(ConnectionCore):
     # ------------------------------------------------------------------ handshake
 
     def accept(self, *, version: Optional[str] = None, headers: Headers = None, now: Optional[float] = None) -> bytes:
-        """CONNECTED with the negotiated (or given) ``version`` and heart-beat; extra ``headers`` (server, session)."""
+        """CONNECTED with the negotiated (:attr:`common_version`, or given) ``version`` and heart-beat;
+        extra ``headers`` (server, session)."""
         request = self._pending_request()
         if version is None:
-            version = spec.negotiate_version(request.accept_version, self.versions)
+            version = self.common_version
             if version is None:
                 raise LocalProtocolError(
                     f"no common version with accept-version {request.accept_version!r}: reject() instead", request.frame
@@ -145,6 +150,7 @@ class ServerConnection(ConnectionCore):
             self.request = ConnectRequest(
                 frame, get("accept-version"), get("host"), get("login"), get("passcode"), beat
             )
+            self.common_version = spec.negotiate_version(self.request.accept_version, self.versions)
             self.state = State.CONNECTING
             return self.request
         if self.state is not State.CONNECTED:

@@ -8,7 +8,8 @@ handler's ``connection_made(conn)`` is called, then ``frame_received(conn, frame
 the client sends (CONNECT first; a handler with ``frames_received(conn, frames)`` gets the frames of
 each read in one call instead), then ``connection_lost(conn, cause)`` once. The handler answers
 with calls: ``conn.accept(version, headers)`` (CONNECTED: it fixes the version the connection speaks
-from then on, decoding and escaping, and the heart-beats), ``conn.receipt(id)``,
+from then on, decoding and escaping, and the heart-beats; ``version=None`` is ``conn.common_version``,
+the one the protocol connection negotiated), ``conn.receipt(id)``,
 ``conn.error(message, body=, headers=)``, ``conn.write(bytes)`` or ``conn.send(frame)`` for any other
 frame, and ``conn.close()``.
 
@@ -236,10 +237,15 @@ class ServedConnection(asyncio.Protocol):
     # ------------------------------------------------------------------ what the handler calls
 
     def accept(
-        self, version: str, headers: Sequence[Tuple[str, str]] = (), *, heartbeat: Optional[Tuple[int, int]] = None
+        self,
+        version: Optional[str] = None,
+        headers: Sequence[Tuple[str, str]] = (),
+        *,
+        heartbeat: Optional[Tuple[int, int]] = None,
     ) -> None:
-        """Answer CONNECT with CONNECTED in ``version``, fixed from then on (decoding and escaping), with
-        ``headers`` (server, session); ``heartbeat=(sx, sy)`` ms overrides the server's option."""
+        """Answer CONNECT with CONNECTED in ``version`` (``None``: :attr:`common_version`), fixed from
+        then on (decoding and escaping), with ``headers`` (server, session); ``heartbeat=(sx, sy)`` ms
+        overrides the server's option."""
         if self.closing or self._transport is None:
             return
         proto = self._proto
@@ -331,8 +337,15 @@ class ServedConnection(asyncio.Protocol):
 
     @property
     def version(self) -> Optional[str]:
-        """The negotiated version (``None`` before CONNECTED was sent)."""
+        """The version the connection speaks (``None`` before CONNECTED was sent); the protocol
+        connection owns it."""
         return self._proto.version
+
+    @property
+    def common_version(self) -> Optional[str]:
+        """The version CONNECTED will fix, negotiated when CONNECT arrived (``None``: none in common,
+        answer with an ERROR); the protocol connection owns it."""
+        return self._proto.common_version
 
     @property
     def heartbeat(self) -> Tuple[int, int]:

@@ -34,7 +34,8 @@ __all__ = [
 ENV_NAME = "fastframe-env"
 SHIPPED_PYTHON = f"./{ENV_NAME}/bin/python3"
 ARCHIVE_ENDINGS = (".tar.gz", ".tgz", ".tar", ".zip")
-# what a read task imports; fastframe._codec_c is checked apart (without it the pure-Python twin runs, slowly)
+# what a read task imports; the compiled twin is checked apart (fastframe.IMPLEMENTATION; without it the pure-Python
+# twin runs, slowly)
 NEEDED_MODULES = ("pyarrow", "fastframe", "fastframe.spark._read", "pyspark_stomp")
 
 

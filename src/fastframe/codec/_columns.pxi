@@ -3,7 +3,7 @@
 
 # ---------------------------------------------------------------- columns
 # Rows of frames, kept column by column in growable C buffers, and cut into
-# Arrow-layout batches (fastframe._layout.Columns) by take(). A ColumnDecoder
+# Arrow-layout batches (fastframe.codec._layout.Columns) by take(). A ColumnDecoder
 # writes its frames here as it parses them (no Frame, str or tuple is made for
 # a clean field); to_columns() fills one from Frame objects.
 
