@@ -13,6 +13,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Callable, Dict, List, Tuple
 
 import pytest
 
@@ -246,60 +247,57 @@ def test_a_broker_dropped_mid_frame(tmp_path):
         fastframe.decode(read_file(path))
 
 
-def test_the_broker_process_killed_mid_stream(tmp_path):
-    """A real broker process (a private ``fastframe broker``: the shared ones stay up) killed with SIGKILL while
-    messages stream both ways through the proxy: the client sees the drop, and the proxy closes both directions'
-    files on its own (sidecars written), each readable to its last byte."""
-    broker, broker_port = start_fastframe("broker", "--port", "0")
-    try:
+KILL_AT = 3025  # SENDs before the broker is killed: between two receipts, so SENDs are in flight
+DROP_DEADLINE = 10.0  # seconds from the kill to the client's ConnectionClosedError
 
-        async def main():
-            with Archive(str(tmp_path), "killed", roll_size=64 << 10) as archive:
-                async with await serve_proxy(archive, HOST, 0, HOST, broker_port) as proxy:
-                    wire = Wire()
-                    sent = 0
-                    got = []
 
-                    async def consume(sub):
-                        while True:
-                            got.append(await sub.get(timeout=30))
+async def stream_until_killed(port: int, kill: Callable[[], None], **options) -> Tuple[Wire, int]:
+    """Through the proxy on ``port``: a client streams SENDs (binary bodies, escaped headers, a receipt every 50th)
+    while its consumer takes the MESSAGEs; after KILL_AT SENDs, once MESSAGEs flow back, ``kill()`` kills the
+    broker. Returns what crossed the client's wire and how many SENDs it made, once it saw the drop."""
+    wire, sent, got = Wire(), 0, []
+    killed_at = None
 
-                    with pytest.raises(aio.ConnectionClosedError):  # the client sees the drop
-                        async with aio.connect(HOST, proxy.port, wire_hook=wire, heartbeat=(0, 0)) as client:
-                            consumer = asyncio.ensure_future(consume(await client.subscribe("/queue/killed")))
-                            try:
-                                for i in range(100_000):
-                                    headers = {"x-key": f"a:b\nc\\d {i}"}
-                                    await client.send("/queue/killed", binary_body(i), headers, receipt=i % 50 == 0)
-                                    sent += 1
-                                    if i == 3000:
-                                        broker.kill()  # mid-stream: no DISCONNECT, no FIN from STOMP's side
-                            finally:
-                                consumer.cancel()
-                    for _ in range(500):  # the proxy ends the link by itself (bounded: 5 s)
-                        if proxy.connections == 0:
-                            break
-                        await asyncio.sleep(0.01)
-                    assert proxy.connections == 0
-                    assert archive.flush(10)
-                    # checked while the proxy still runs: the drop closed the files, not a Ctrl-C
-                    files = stomp_files(str(tmp_path))
-                    sidecars = all(
-                        os.path.exists(p + ".ffidx") and os.path.exists(p + ".fftimes")
-                        for paths in files.values()
-                        for p in paths
-                    )
-            return wire, sent, files, sidecars
+    async def consume(sub):
+        while True:
+            got.append(await sub.get(timeout=30))
 
-        wire, sent, files, sidecars = run(main(), timeout=90)
-    finally:
-        broker.kill()
-        broker.communicate(timeout=10)
-    assert 3000 < sent < 100_000 and broker.returncode == -signal.SIGKILL
-    assert sidecars and len(files["conn-0001.c2s"]) > 1  # rolled before the kill
+    with pytest.raises(aio.ConnectionClosedError):  # the client sees the drop
+        async with aio.connect(HOST, port, wire_hook=wire, heartbeat=(0, 0), **options) as client:
+            consumer = asyncio.ensure_future(consume(await client.subscribe("/queue/killed")))
+            try:
+                for i in range(100_000):
+                    headers = {"x-key": f"a:b\nc\\d {i}"}
+                    await client.send("/queue/killed", binary_body(i), headers, receipt=i % 50 == 0)
+                    sent += 1
+                    if i == KILL_AT:
+                        for _ in range(1000):  # both directions flowing (bounded: 10 s)
+                            if got:
+                                break
+                            await asyncio.sleep(0.01)
+                        kill()  # mid-stream: no DISCONNECT, no FIN from STOMP's side
+                        killed_at = time.monotonic()
+            finally:
+                consumer.cancel()
+                await asyncio.gather(consumer, return_exceptions=True)  # its drop or its cancel, retrieved
+    assert killed_at is not None and time.monotonic() - killed_at < DROP_DEADLINE
+    return wire, sent
+
+
+def sidecars_written(files: Dict[str, List[str]]) -> bool:
+    """Every recorded piece has its sidecars: a piece gets them when it is closed."""
+    pieces = [p for paths in files.values() for p in paths]
+    return bool(pieces) and all(os.path.exists(p + ".ffidx") and os.path.exists(p + ".fftimes") for p in pieces)
+
+
+def check_recorded_to_the_drop(files: Dict[str, List[str]], wire: Wire, sent: int) -> None:
+    """conn-0001 of ``stream_until_killed``, as recorded: rolled before the kill, every byte the client got and
+    only those, each file closed after its last byte (its sidecar says so) and decoding to whole frames, then at
+    most the one the kill cut; the MESSAGEs are the first bodies sent, in order."""
+    assert KILL_AT < sent < 100_000 and len(files["conn-0001.c2s"]) > 1
     recorded_in, recorded_out = joined(files["conn-0001.s2c"]), joined(files["conn-0001.c2s"])
     assert recorded_in == bytes(wire.into)  # everything the client got, and only that
-    assert bytes(wire.out).startswith(recorded_out) and len(recorded_out) > 3000 * 100
+    assert bytes(wire.out).startswith(recorded_out) and len(recorded_out) > KILL_AT * 100
     for paths in files.values():
         for path in paths:
             with open(path + ".ffidx", "rb") as sidecar:
@@ -310,6 +308,37 @@ def test_the_broker_process_killed_mid_stream(tmp_path):
         assert frames and decoder.buffered < 1024  # whole frames, then at most the one the kill cut
     messages = [f for f in fastframe.Decoder().feed(recorded_in) if f.command == "MESSAGE"]
     assert [f.body for f in messages] == [binary_body(i) for i in range(len(messages))] and messages
+
+
+def test_the_broker_process_killed_mid_stream(tmp_path):
+    """A real broker process (a private ``fastframe broker``: the shared ones stay up) killed with SIGKILL while
+    messages stream both ways through the proxy: the client sees the drop, and the proxy closes both directions'
+    files on its own (sidecars written), each readable to its last byte. The same against a private RabbitMQ
+    node: test_rabbitmq_killed.py."""
+    broker, broker_port = start_fastframe("broker", "--port", "0")
+    try:
+
+        async def main():
+            with Archive(str(tmp_path), "killed", roll_size=64 << 10) as archive:
+                async with await serve_proxy(archive, HOST, 0, HOST, broker_port) as proxy:
+                    wire, sent = await stream_until_killed(proxy.port, broker.kill)
+                    for _ in range(500):  # the proxy ends the link by itself (bounded: 5 s)
+                        if proxy.connections == 0:
+                            break
+                        await asyncio.sleep(0.01)
+                    assert proxy.connections == 0
+                    assert archive.flush(10)
+                    # checked while the proxy still runs: the drop closed the files, not a Ctrl-C
+                    files = stomp_files(str(tmp_path))
+                    sidecars = sidecars_written(files)
+            return wire, sent, files, sidecars
+
+        wire, sent, files, sidecars = run(main(), timeout=90)
+    finally:
+        broker.kill()
+        broker.communicate(timeout=10)
+    assert broker.returncode == -signal.SIGKILL and sidecars
+    check_recorded_to_the_drop(files, wire, sent)
 
 
 def test_an_unreachable_broker_closes_the_client(tmp_path):
