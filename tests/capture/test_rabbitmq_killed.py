@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from interop._live import BROKERS
+from interop._live import BROKERS, stomp_answers
 
 from .helpers import RecordProcess, stomp_files
 from .rabbitmq_node import PrivateRabbitMQ, require_rabbitmq
@@ -30,9 +30,11 @@ def rabbitmq_node(tmp_path_factory):
 @pytest.mark.interop
 def test_rabbitmq_killed_mid_stream(tmp_path, rabbitmq_node):
     """The client sees the drop; ``fastframe record`` closes both directions' files by itself (each with its
-    sidecars, before any Ctrl-C), each readable to its last byte."""
+    sidecars, before any Ctrl-C), each readable to its last byte. The shared RabbitMQ, when up, stays up."""
+    rabbitmq = BROKERS["rabbitmq"]  # the shared broker: its port, and client options that fit any RabbitMQ
+    shared_up = stomp_answers(rabbitmq.port)
     with RecordProcess(rabbitmq_node.stomp_port, str(tmp_path), "--name", "rabbitmq", "--roll-size", "64k") as port:
-        wire, sent = run(stream_until_killed(port, rabbitmq_node.kill, **BROKERS["rabbitmq"].common), timeout=60)
+        wire, sent = run(stream_until_killed(port, rabbitmq_node.kill, **rabbitmq.common), timeout=60)
         deadline = time.monotonic() + 10  # the proxy's writer thread closes the pieces: bounded
         files = stomp_files(str(tmp_path))
         while not sidecars_written(files) and time.monotonic() < deadline:
@@ -43,4 +45,5 @@ def test_rabbitmq_killed_mid_stream(tmp_path, rabbitmq_node):
     while rabbitmq_node.alive() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not rabbitmq_node.alive()
+    assert stomp_answers(rabbitmq.port) or not shared_up
     check_recorded_to_the_drop(files, wire, sent)
