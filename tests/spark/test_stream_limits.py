@@ -124,6 +124,30 @@ def test_a_first_batch_replays_the_same_range_after_a_restart(rabbitmq: None) ->
     assert ranges == [(150, 200)] or ranges == [(100, 200)], ranges  # resolved at 150 (or at 100): no gap
 
 
+def test_stream_starting_at_a_timestamp(rabbitmq: None) -> None:
+    """Driver side, no Spark: timestamp=T starts at the first message published at or after T, resolved by
+    the first batch (which reads nothing); the next batch reads from there."""
+    import time
+
+    from fastframe.spark._stream_source import StreamQueueReader
+
+    queue = new_queue("stream-time")
+    publish_stream(queue, range(100))
+    stamp = int(time.time()) + 1
+    time.sleep(stamp - time.time() + 0.1)
+    publish_stream(queue, range(100, 150))
+    reader = StreamQueueReader(
+        source_options("rabbitmq", f"/queue/{queue}", consume="stream", startingOffsets=f"timestamp={stamp}")
+    )
+    start = reader.initialOffset()
+    assert start == {f"/queue/{queue}": f"timestamp={stamp}"}
+    resolved = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert resolved == {f"/queue/{queue}": 100}
+    assert reader.partitions(start, resolved) == []
+    end = reader.latestOffset(resolved, reader.getDefaultReadLimit())
+    assert [(p.start, p.end) for p in reader.partitions(resolved, end)] == [(100, 150)]
+
+
 def test_stream_probe_ends_while_a_producer_keeps_publishing(rabbitmq: None) -> None:
     """latest on a stream that never pauses: found in about pollTimeout (the probe does not follow the
     producer to the timeout), and past what was there before."""
