@@ -31,15 +31,20 @@ Why the asyncio client on a private loop thread, and not a second client on
 side by side (``python -m bench.sync_clients --designs``: RabbitMQ on loopback, client CPU per
 message, each in a process of its own). The socket-owning thread, in its cheapest possible form (a
 prototype with no heart-beats, flow control, receipts or reconnect), was no cheaper: 11.1-18.1 µs per
-message against 10.9-16.2 for this client over five runs on a loaded 2-core machine (the asyncio
-client itself: 5.8-9.8; stomp.py: 28-34). What the asyncio client costs is decoding and routing,
-which both designs pay; what a thread of our own saves, the asyncio machinery, the prototype spent
-again on a system call per SEND (a write under a lock, with no batching of writes) and on reads
-that are not coalesced. Reusing the asyncio client
-costs 1.3-1.9 times its CPU per message (calls cross threads in batches: one append per SEND, one
-wake-up of a consumer per batch of messages) and gives one implementation of every rule the
-asyncio client already gets right and tests (flow control with heart-beat probes, read coalescing,
-receipt bookkeeping, reconnect). All clients of a process share one such I/O thread.
+message against 10.9-16.2 for this client over five runs on a loaded 2-core machine (14.5 against
+8.7 in a later run). What the asyncio client costs is
+decoding and routing, which both designs pay; what a thread of our own saves, the asyncio
+machinery, the prototype spent again on a system call per SEND (a write under a lock, with no
+batching of writes) and on reads that are not coalesced. This client crosses threads in batches: a
+SEND is one append to a queue the I/O thread drains, writing each run of queued SENDs as one write
+without a coroutine per SEND; the I/O thread hands received messages over in batches, and a
+consumer takes a queued message without a lock (it locks only to wait). It costs 1.1-1.3 times the
+asyncio client's CPU per message (8.2-9.1 µs against 6.5-7.6 in the same runs; in instructions,
+counted by callgrind, 55,300 against 51,400, where stomp.py needs 260,000): the rest is what
+running on three threads costs the process (the GIL passed between them, their wake-ups in the
+kernel). In return there is one implementation of every rule the asyncio client already gets right
+and tests (flow control with heart-beat probes, read coalescing, receipt bookkeeping, reconnect).
+All clients of a process share one such I/O thread.
 """
 
 from __future__ import annotations

@@ -7,6 +7,9 @@ from. A pump task on the loop moves messages from the first to the second in bat
 moving them while the second is full: the first then fills and reading pauses, so memory stays
 bounded while a consumer sleeps: at most twice ``max_queue`` messages per subscription (three times
 while a receipt is awaited, when the asyncio half reads on to twice its bound for the RECEIPT).
+A consumer takes a queued message without the lock (a deque's popleft is atomic) and locks only to
+wait, where the pump hands batches over, so neither a batch nor a pump waiting for room is missed.
+When the client ends, the pump takes what the asyncio half still holds past the bound, then ends.
 """
 
 from __future__ import annotations
