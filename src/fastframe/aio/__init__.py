@@ -25,9 +25,9 @@ While messages stream in, the socket rests ``coalesce_reads`` seconds after each
 stream costs fewer wake-ups (0 turns it off); a lone message after a quiet spell, and the answer to
 what the process just sent, are read at once.
 ``Reconnect(attempts, initial_delay, max_delay, factor, jitter, going_away)`` retries the servers
-with backoff after the connection drops or an ERROR says the server is going away (RabbitMQ's
-``connection_forced``; any other ERROR ends the client); success means CONNECTED arrived;
-subscriptions are re-established with the same ids.
+with backoff after the connection drops or an ERROR says the server is going away (RabbitMQ
+closing a connection by force: AMQP's code 320; any other ERROR ends the client); success means
+CONNECTED arrived; subscriptions are re-established with the same ids.
 ``frame_hook(direction, frame_or_None)`` sees every frame in and out; ``wire_hook(direction,
 bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``.
 """

@@ -17,6 +17,7 @@ from ._transport import ClientSession, FrameHook, WireHook
 __all__ = ["Client", "Reconnect", "connect"]
 
 _CONNECTED = State.CONNECTED
+_ERROR_TEXT = 4096  # bytes of an ERROR's body that Reconnect.retries() reads
 
 
 @dataclass(frozen=True)
@@ -32,19 +33,22 @@ class Reconnect:
     max_delay: float = 10.0
     factor: float = 2.0
     jitter: float = 0.5  # each delay is multiplied by a random factor in [1 - jitter, 1]
-    #: ERROR ``message`` headers (case-insensitive prefixes) that mean the server is going away (a
-    #: shutdown or restart, an operator closing the connection), not that it refuses what the client
-    #: did: reconnect after them as after a dropped connection. RabbitMQ says ``connection_forced``.
-    #: Any other ERROR ends the client (retrying a refusal would repeat it).
-    going_away: Tuple[str, ...] = ("connection_forced",)
+    #: Words that mark an ERROR as the server going away (an operator or the broker closing the
+    #: connection, a shutdown), not as a refusal of what the client did: found (case-insensitively)
+    #: in its ``message`` header or its body, the client reconnects as after a dropped connection.
+    #: RabbitMQ closing a STOMP connection by force says ``AMQP channel died`` with AMQP's code 320
+    #: in the body (``server_initiated_close,320``), or ``connection_forced``. Any other ERROR ends
+    #: the client (retrying a refusal would repeat it).
+    going_away: Tuple[str, ...] = ("connection_forced", "server_initiated_close,320")
 
     def retries(self, error: BaseException) -> bool:
         """Whether the client reconnects after ``error``: not a :class:`ServerError` (a dropped
-        connection, a silent server), or an ERROR whose ``message`` starts with one of ``going_away``."""
+        connection, a silent server), or an ERROR whose ``message`` or body holds one of ``going_away``."""
         if not isinstance(error, ServerError):
             return True
-        message = (error.message or "").strip().lower()
-        return any(message.startswith(prefix.lower()) for prefix in self.going_away)
+        body = getattr(error.frame, "body", b"") or b""
+        text = f"{error.message or ''}\n{bytes(body[:_ERROR_TEXT]).decode('utf-8', 'replace')}".lower()
+        return any(words.lower() in text for words in self.going_away)
 
     def delays(self, rng: random.Random) -> Iterator[float]:
         """The wait before each attempt: 0 first, then growing to ``max_delay``."""
