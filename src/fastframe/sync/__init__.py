@@ -38,11 +38,11 @@ machinery, the prototype spent again on a system call per SEND (a write under a 
 batching of writes) and on reads that are not coalesced. This client crosses threads in batches: a
 SEND is one append to a queue the I/O thread drains, writing each run of queued SENDs as one write
 without a coroutine per SEND; the I/O thread hands received messages over in batches, and a
-consumer takes a queued message without a lock (it locks only to wait). It costs 1.1-1.3 times the
-asyncio client's CPU per message (8.2-9.1 µs against 6.5-7.6 in the same runs; in instructions,
-counted by callgrind, 55,300 against 51,400, where stomp.py needs 260,000): the rest is what
-running on three threads costs the process (the GIL passed between them, their wake-ups in the
-kernel). In return there is one implementation of every rule the asyncio client already gets right
+consumer takes a queued message without a lock (it locks only to wait). It costs 1.2-1.4 times the
+asyncio client's CPU per message (6.9-7.5 µs against 5.3-5.5 in the same runs on a quiet machine,
+8.2-9.1 against 6.5-7.6 on a busy one; in instructions, counted by callgrind, 55,300 against
+51,400, where stomp.py needs 260,000): the rest is what running on three threads costs the
+process (the GIL passed between them, their wake-ups in the kernel). In return there is one implementation of every rule the asyncio client already gets right
 and tests (flow control with heart-beat probes, read coalescing, receipt bookkeeping, reconnect).
 All clients of a process share one such I/O thread.
 """
