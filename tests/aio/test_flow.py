@@ -66,6 +66,32 @@ def test_a_full_queue_pauses_reading_and_a_drained_one_resumes(run):
     run(main())
 
 
+def test_get_batch_takes_in_order_up_to_its_limit_and_resumes_reading(run):
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, max_queue=8) as client:
+                sub = await client.subscribe("/q")
+                assert sub.get_batch(5) == []  # nothing queued: no wait
+                peer = server.connected[0]
+                for n in range(40):
+                    peer.deliver(sub.id, b"x" * 1000 + str(n).encode())
+                await server.wait_for(lambda: not client.session.is_reading())
+                held = len(sub)
+                assert 8 <= held < 40
+                first = sub.get_batch(3)
+                assert [m.body[1000:] for m in first] == [b"0", b"1", b"2"] and len(sub) == held - 3
+                if len(sub) > 4:
+                    assert not client.session.is_reading()  # more than half still queued: still paused
+                bodies = [m.body for m in first + sub.get_batch(held)]  # the rest, past the limit asked
+                assert len(sub) == 0 and len(bodies) == held
+                await server.wait_for(client.session.is_reading, 1.0)  # drained: reading resumes
+                while len(bodies) < 40:
+                    bodies.append((await sub.get(timeout=5)).body)
+                assert [int(b[1000:]) for b in bodies] == list(range(40))  # in order, none lost
+
+    run(main())
+
+
 def test_queues_are_per_subscription(run):
     async def main():
         async with FakeServer() as server:

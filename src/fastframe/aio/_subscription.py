@@ -255,17 +255,34 @@ class Subscription:
             raise asyncio.QueueEmpty
         return self._take()
 
+    def get_batch(self, limit: int) -> List[Message]:
+        """Up to ``limit`` queued messages at once, oldest first, without waiting (an empty list when
+        none is queued): what ``limit`` calls of :meth:`get_nowait` take, with one look at flow control."""
+        queue = self._queue
+        if limit >= len(queue):
+            batch = list(queue)
+            queue.clear()
+        else:
+            popleft = queue.popleft
+            batch = [popleft() for _ in range(limit)]
+        if batch:
+            self._taken(len(queue), batch[-1]._session)
+        return batch
+
     def _take(self) -> Message:
         message = self._queue.popleft()
-        left = len(self._queue)
+        self._taken(len(self._queue), message._session)
+        return message
+
+    def _taken(self, left: int, session: SessionLike) -> None:
+        # messages were taken, ``left`` remain (the last taken was read by ``session``)
         if left <= self.max_queue // 2:
             if self._paused_on is not None:
                 self._hard = False
                 self._resume_reading()
         elif self._hard and left < 2 * self.max_queue:
-            self._hard, self._paused_on = False, message._session
-            message._session.pause_reading(self)  # below the hard bound: a receipt wait may read on
-        return message
+            self._hard, self._paused_on = False, session
+            session.pause_reading(self)  # below the hard bound: a receipt wait may read on
 
     async def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""

@@ -3,7 +3,7 @@
 API summary::
 
     with fastframe.sync.connect(host, port, *, the options of fastframe.aio.connect,
-            outbox=10_000) as client:
+            coalesce_reads=0.005, outbox=10_000) as client:
         client.send(destination, body, headers=None, *, content_type=None, transaction=None,
                     receipt=False, timeout=None)
         with client.subscribe(destination, ack="client-individual") as sub:
@@ -37,12 +37,15 @@ decoding and routing, which both designs pay; what a thread of our own saves, th
 machinery, the prototype spent again on a system call per SEND (a write under a lock, with no
 batching of writes) and on reads that are not coalesced. This client crosses threads in batches: a
 SEND is one append to a queue the I/O thread drains, writing each run of queued SENDs as one write
-without a coroutine per SEND; the I/O thread hands received messages over in batches, and a
-consumer takes a queued message without a lock (it locks only to wait). It costs 1.2-1.4 times the
-asyncio client's CPU per message (6.9-7.5 µs against 5.3-5.5 in the same runs on a quiet machine,
-8.2-9.1 against 6.5-7.6 on a busy one; in instructions, counted by callgrind, 55,300 against
-51,400, where stomp.py needs 260,000): the rest is what running on three threads costs the
-process (the GIL passed between them, their wake-ups in the kernel). In return there is one implementation of every rule the asyncio client already gets right
+without a coroutine per SEND; the I/O thread hands received messages over in batches (one
+``get_batch`` from the asyncio subscription, no lock, a notify only when a consumer waits), a
+consumer takes a queued message without a lock, and the socket rests 5 ms between the reads of a
+stream (the asyncio client: 2 ms), so each hand-over carries more messages. It costs 1.1-1.2 times
+the asyncio client's CPU per message (5.9 µs against 5.2 at the median of five alternating runs at
+load average 3.1-3.4; 6.7 for the revision before, which took messages one call each and rested
+2 ms): the rest is
+what running on three threads costs the process (the GIL passed between them, their wake-ups in
+the kernel). In return there is one implementation of every rule the asyncio client already gets right
 and tests (flow control with heart-beat probes, read coalescing, receipt bookkeeping, reconnect).
 All clients of a process share one such I/O thread.
 """

@@ -3,13 +3,21 @@ thread), the worker thread of ``on_message`` callbacks, and transactions.
 
 A subscription has two halves: the :class:`fastframe.aio.Subscription` on the client's loop, whose
 bounded queue pauses reading from the socket when full, and a queue here that user threads take
-from. A pump task on the loop moves messages from the first to the second in batches, and stops
-moving them while the second is full: the first then fills and reading pauses, so memory stays
-bounded while a consumer sleeps: at most twice ``max_queue`` messages per subscription (three times
-while a receipt is awaited, when the asyncio half reads on to twice its bound for the RECEIPT).
-A consumer takes a queued message without the lock (a deque's popleft is atomic) and locks only to
-wait, where the pump hands batches over, so neither a batch nor a pump waiting for room is missed.
-When the client ends, the pump takes what the asyncio half still holds past the bound, then ends.
+from. A pump task on the loop moves messages from the first to the second in batches (one
+``get_batch`` call each), and stops moving them while the second is full: the first then fills and
+reading pauses, so memory stays bounded while a consumer sleeps: at most twice ``max_queue``
+messages per subscription, a quarter of ``max_queue`` on the loop (:func:`loop_share`), the rest
+here (a quarter more while a receipt is awaited, when the asyncio half reads on to twice its bound
+for the RECEIPT). The larger thread half makes each wake-up of a pump waiting for room move more
+messages: every wake-up crosses threads.
+
+A consumer takes a queued message without the lock (a deque's popleft is atomic), and the pump
+hands a batch over without it too (a deque's extend of a list is atomic): a consumer that finds
+the queue empty counts itself among the waiting under the lock, then looks once more; the pump
+looks at that count after its extend and takes the lock to notify only when someone waits, so a
+batch is never missed and nobody is woken per message. The pump's check for room happens under
+the lock, where a consumer wakes it, so a pump waiting for room is not missed either. When the
+client ends, the pump takes what the asyncio half still holds past the bound, then ends.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from .. import aio
 if TYPE_CHECKING:
     from types import TracebackType
 
-__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
+__all__ = ["ClientLike", "Message", "Subscription", "Transaction", "loop_share"]
 
 log = logging.getLogger("fastframe.sync")
 Headers = Optional[Union[Dict[str, str], List[Tuple[str, str]]]]
@@ -74,11 +82,13 @@ class Message:
     """A MESSAGE delivered to a subscription: ``body`` (bytes), ``frame``, header lookups, the ids, and
     blocking ``ack()``/``nack()`` (callable from any thread)."""
 
-    __slots__ = ("_message", "_client")
+    __slots__ = ("_message", "_client", "body")
+    body: bytes  #: The body, NULs included.
 
     def __init__(self, message: aio.Message, client: ClientLike) -> None:
         self._message = message
         self._client = client
+        self.body = message.frame.body  # (a slot: read by the consumer thread without a property call)
 
     @property
     def event(self) -> aio.Message:
@@ -89,11 +99,6 @@ class Message:
     def frame(self) -> Any:
         """The :class:`fastframe.Frame`."""
         return self._message.frame
-
-    @property
-    def body(self) -> bytes:
-        """The body, NULs included."""
-        return self._message.body
 
     @property
     def headers(self) -> Tuple[Tuple[str, str], ...]:
@@ -138,6 +143,13 @@ class Message:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
 
 
+def loop_share(max_queue: int) -> int:
+    """The bound of a subscription's asyncio half: a quarter of ``max_queue`` (at least 1). The
+    thread half holds the rest of twice ``max_queue``, so a consumer that wakes the pump moves more
+    than half a ``max_queue`` across threads per wake-up (each one a wake of the I/O thread)."""
+    return max(1, max_queue // 4)
+
+
 class Subscription:
     """An iterator of :class:`Message` (``for message in sub``), readable from any thread; ``get(timeout=)``
     waits at most that long (:class:`TimeoutError`) so a loop can wake up. ``with`` unsubscribes on exit.
@@ -160,11 +172,14 @@ class Subscription:
         self._client_ended = client_ended  # an error ends a subscription only when it ends the client
         self._inner = inner
         self.max_queue = max_queue
+        self._bound = 2 * max_queue - loop_share(max_queue)  # this half's (the asyncio half has the rest)
+        self._low = self._bound // 2  # a waiting pump is woken once the consumers took half of it
         self._queue: Deque[Message] = collections.deque()
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
         self._ended = False
         self._error: Optional[BaseException] = None
+        self._waiting = 0  # consumers waiting for a batch (changed under _lock, read by the pump without it)
         self._pump_waits = False  # the pump waits for room (set under _lock, cleared under _room_lock)
         self._room_lock = threading.Lock()  # one consumer wakes a waiting pump, once
         self._ending = False  # the client is ending: the pump no longer waits for room
@@ -194,31 +209,29 @@ class Subscription:
         self._pump = self._loop.create_task(self._run_pump())
 
     async def _run_pump(self) -> None:
-        inner, client = self._inner, self._client
-        take, take_queued = inner.__anext__, inner.get_nowait
+        inner, client, queue = self._inner, self._client, self._queue
+        take, take_batch = inner.__anext__, inner.get_batch
         room = self._room
         assert room is not None
         try:
             while True:
                 with self._lock:
-                    full = len(self._queue) >= self.max_queue and not self._ending
+                    space = self._bound - len(queue)
+                    full = space <= 0 and not self._ending
                     if full:
                         room.clear()
                         self._pump_waits = True
                 if full:
                     await room.wait()  # the consumer sets it once half the queue is taken
                     continue
-                batch = [Message(await take(), client)]
-                space = self.max_queue - len(self._queue) - 1
-                try:
-                    while space > 0:
-                        batch.append(Message(take_queued(), client))
-                        space -= 1
-                except asyncio.QueueEmpty:
-                    pass  # (all that was queued)
-                with self._lock:
-                    self._queue.extend(batch)
-                    self._ready.notify()  # (a consumer that finds the queue empty waits under the lock)
+                batch = take_batch(space)  # what is queued, up to the room left (no wait, no coroutine)
+                if not batch:
+                    batch = [await take()]
+                    batch += take_batch(space - 1)
+                queue.extend([Message(message, client) for message in batch])  # (atomic, as popleft is)
+                if self._waiting:  # a consumer waits: it announced so under the lock before its last look
+                    with self._lock:
+                        self._ready.notify()
         except StopAsyncIteration:
             self._end(None)
         except asyncio.CancelledError:
@@ -253,32 +266,42 @@ class Subscription:
             message = self._queue.popleft()  # a queued message takes no lock (a deque's popleft is atomic)
         except IndexError:
             return self._wait(timeout)
-        if self._pump_waits and len(self._queue) <= self.max_queue // 2:
+        if self._pump_waits and len(self._queue) <= self._low:
             self._wake_pump()
         return message
 
     def _wait(self, timeout: Optional[float]) -> Message:
-        # the queue was empty: wait under the lock, where the pump's check for room and its hand-over
-        # of a batch happen too, so neither a batch nor a pump waiting for room is missed
+        # the queue was empty: wait under the lock, where the pump's check for room happens too, so a
+        # pump waiting for room is not missed; a batch is not missed either: the pump looks at
+        # _waiting after it queued the batch, a consumer looks at the queue after it raised _waiting
         with self._lock:
             queue = self._queue
             deadline = None if timeout is None else time.monotonic() + timeout
-            while not queue:
+            while True:
+                try:
+                    message = queue.popleft()
+                    break
+                except IndexError:  # (still empty, or a consumer that takes without the lock was first)
+                    pass
                 if self._pump_waits:
                     self._wake_pump()  # (emptied without a look at the pump: others took it)
                 if self._ended:
                     raise self._error or aio.ConnectionClosedError("the subscription ended")
                 if deadline is None:
-                    self._ready.wait()
+                    left = None
                 else:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         raise TimeoutError(f"no message within {timeout} s")
-                    self._ready.wait(left)
-            message = queue.popleft()
-            if queue:
-                self._ready.notify()  # (another consumer may wait: a batch came with one notify)
-            if self._pump_waits and len(queue) <= self.max_queue // 2:
+                self._waiting += 1
+                try:
+                    if not queue:
+                        self._ready.wait(left)
+                finally:
+                    self._waiting -= 1
+            if queue and self._waiting:
+                self._ready.notify()  # (another consumer waits: a batch came with one notify)
+            if self._pump_waits and len(queue) <= self._low:
                 self._wake_pump()
         return message
 
@@ -295,7 +318,7 @@ class Subscription:
             pass  # the loop is closed: the subscription has ended
 
     def __iter__(self) -> Iterator[Message]:
-        queue, half = self._queue, self.max_queue // 2
+        queue, low = self._queue, self._low
         while True:
             try:
                 message = queue.popleft()  # (what get() does, without a call per message)
@@ -307,7 +330,7 @@ class Subscription:
                         return  # ended cleanly
                     raise
             else:
-                if self._pump_waits and len(queue) <= half:
+                if self._pump_waits and len(queue) <= low:
                     self._wake_pump()
             yield message
 
