@@ -17,7 +17,9 @@ Source (messages/s, on one RabbitMQ stream queue filled beforehand):
    ``maxMessagesPerTrigger`` = ``--batch``, into a checkpointed Parquet sink.
 
 Spark rates are rows over the summed ``triggerExecution`` time of every batch but the first two
-(they pay for starting the Python workers): the steady state. The stomp source reads its one
+(they pay for starting the Python workers): the steady state. For the two Python sources the same steady
+state's CPU seconds per batch (Linux): RabbitMQ's ``beam.smp``, the Spark JVM, its Python workers; a
+batch can take no less than their sum over the cores. The stomp source reads its one
 destination with ``minPartitions`` = 2 (two tasks, each subscribed at its own offset). The target (issue 20): the stomp source at
 70% or more of the lower ceiling.
 
@@ -36,6 +38,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any, Dict, List
 
@@ -116,6 +119,71 @@ async def _drain(queue: str, count: int, prefetch: int) -> float:
         return rate
 
 
+def _descends_from_us(pid: str) -> bool:
+    for _ in range(16):
+        with open(f"/proc/{pid}/stat") as f:
+            pid = f.read().rsplit(")", 1)[1].split()[1]  # the parent
+        if int(pid) == os.getpid():
+            return True
+        if int(pid) <= 1:
+            return False
+    return False
+
+
+def _cpu_seconds() -> Dict[str, float]:
+    """CPU seconds so far (Linux /proc; {} elsewhere) of RabbitMQ's beam.smp, of this run's Spark JVM
+    and of its Python workers (Spark's and the driver's Python processes it started)."""
+    if not os.path.isdir("/proc/self"):
+        return {}
+    tick = os.sysconf("SC_CLK_TCK")
+    out = {"rabbitmq": 0.0, "spark_jvm": 0.0, "python_workers": 0.0}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+            program = os.path.basename(command.split(b"\0")[0])
+            if program == b"beam.smp":
+                out["rabbitmq"] += seconds
+            elif program == b"java" and _descends_from_us(pid):
+                out["spark_jvm"] += seconds
+            elif b"pyspark" in command and _descends_from_us(pid):
+                out["python_workers"] += seconds
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    return out
+
+
+class _SteadyCpu:
+    """CPU seconds per batch of a query's steady state: from the end of its second batch with rows (as
+    :func:`_steady_rate`) to the end, polled from a thread while the caller waits for the query."""
+
+    def __init__(self, query: Any, batch: int) -> None:
+        self.query, self.batch, self.stop = query, batch, threading.Event()
+        self.start: Dict[str, float] = {}
+        self.rows_at_start = 0
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.stop.wait(0.05):
+            progress = [p for p in self.query.recentProgress if p["numInputRows"]]
+            if len(progress) >= 2:
+                self.start, self.rows_at_start = _cpu_seconds(), sum(p["numInputRows"] for p in progress)
+                return
+
+    def result(self) -> Dict[str, float]:
+        end = _cpu_seconds()
+        self.stop.set()
+        self.thread.join(10)
+        rows = sum(p["numInputRows"] for p in self.query.recentProgress) - self.rows_at_start
+        if not self.start or rows <= 0:
+            return {}
+        return {name: round((end[name] - self.start[name]) * self.batch / rows, 3) for name in end}
+
+
 def _steady_rate(query: Any) -> Dict[str, float]:
     progress = [p for p in query.recentProgress if p["numInputRows"]]
     warm = progress[2:] or progress  # the first two batches start the Python workers
@@ -128,7 +196,7 @@ def _steady_rate(query: Any) -> Dict[str, float]:
     return {"rate": rate, "batches": len(progress), "rows": total, "details": details}
 
 
-def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, float]:
+def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, Any]:
     reader = spark.readStream.format("stomp")
     options = {"host": HOST, "port": str(PORT), "login": "guest", "passcode": "guest", "consume": "stream"}
     options.update({"destination": f"/queue/{queue}", "maxMessagesPerTrigger": str(batch), "minPartitions": "2"})
@@ -141,10 +209,11 @@ def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, 
         .option("checkpointLocation", os.path.join(folder, "stomp-ck"))
         .start(os.path.join(folder, "stomp-out"))
     )
+    cpu = _SteadyCpu(query, batch)
     try:
         query.processAllAvailable()
         wall = time.perf_counter() - started
-        return {**_steady_rate(query), "wall": wall}
+        return {**_steady_rate(query), "wall": wall, "cpu": cpu.result()}
     finally:
         query.stop()
 
@@ -206,9 +275,10 @@ def _python_source_ceiling(spark: Any, queue: str, count: int, batch: int, folde
         .option("checkpointLocation", os.path.join(folder, "prebuilt-ck"))
         .start(os.path.join(folder, "prebuilt-out"))
     )
+    cpu = _SteadyCpu(query, batch)
     try:
         query.processAllAvailable()
-        return _steady_rate(query)
+        return {**_steady_rate(query), "cpu": cpu.result()}
     finally:
         query.stop()
 
@@ -329,6 +399,7 @@ def main(argv: Any = None) -> int:
             "prebuilt_batch_rows_ms": prebuilt["details"],
             "stomp_batches": stomp["batches"], "of_lower_ceiling": round(stomp["rate"] / ceiling, 3),
             "stomp_batch_rows_ms_latestoffset_ms": stomp["details"], "rate_batch_rows_ms": rate["details"],
+            "cpu_s_per_batch_stomp": stomp["cpu"], "cpu_s_per_batch_prebuilt": prebuilt["cpu"],
         },
         "sink": {
             "stomp_write_with_receipts": round(sink), "asyncio_client_with_receipts": round(client_receipts),
@@ -346,6 +417,10 @@ def main(argv: Any = None) -> int:
     print(f"  Python source, prebuilt rows -> Parquet {src['python_source_prebuilt_rows_to_parquet']:>7,}")
     print(f"  stomp stream source -> Parquet       {src['stomp_stream_to_parquet']:>10,}"
           f"   ({src['of_lower_ceiling']:.0%} of the lower ceiling; {src['stomp_wall_incl_startup']:,}/s wall incl. start)")  # fmt: skip
+    for name in ("stomp", "prebuilt"):
+        cpu = src[f"cpu_s_per_batch_{name}"]
+        if cpu:
+            print(f"  CPU s per batch, {name:<8}             " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
     print(f"sink, messages/s ({args.sink_messages} rows):")
     print(f"  df.write.format('stomp') (receipts)  {snk['stomp_write_with_receipts']:>10,}")
     print(f"  asyncio client, receipts             {snk['asyncio_client_with_receipts']:>10,}"
