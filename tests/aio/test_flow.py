@@ -66,12 +66,14 @@ def test_a_full_queue_pauses_reading_and_a_drained_one_resumes(run):
     run(main())
 
 
-def test_get_batch_takes_in_order_up_to_its_limit_and_resumes_reading(run):
+def test_get_batch_and_get_nowait_take_in_order_without_waiting_and_resume_reading(run):
     async def main():
         async with FakeServer() as server:
             async with aio.connect("127.0.0.1", server.port, max_queue=8) as client:
                 sub = await client.subscribe("/q")
                 assert sub.get_batch(5) == []  # nothing queued: no wait
+                with pytest.raises(asyncio.QueueEmpty):
+                    sub.get_nowait()
                 peer = server.connected[0]
                 for n in range(40):
                     peer.deliver(sub.id, b"x" * 1000 + str(n).encode())
@@ -82,7 +84,9 @@ def test_get_batch_takes_in_order_up_to_its_limit_and_resumes_reading(run):
                 assert [m.body[1000:] for m in first] == [b"0", b"1", b"2"] and len(sub) == held - 3
                 if len(sub) > 4:
                     assert not client.session.is_reading()  # more than half still queued: still paused
-                bodies = [m.body for m in first + sub.get_batch(held)]  # the rest, past the limit asked
+                fourth = sub.get_nowait()
+                assert fourth.body[1000:] == b"3" and len(sub) == held - 4
+                bodies = [m.body for m in first + [fourth] + sub.get_batch(held)]  # the rest, past the limit asked
                 assert len(sub) == 0 and len(bodies) == held
                 await server.wait_for(client.session.is_reading, 1.0)  # drained: reading resumes
                 while len(bodies) < 40:
