@@ -24,6 +24,7 @@ from pyspark.sql.datasource import (
 from ._options import read_options, write_options
 from ._schema import check_read_schema, spark_schema
 from ._stream_options import is_broker
+from ._worker import freeze_worker_heap
 
 
 class StompPartition(InputPartition):
@@ -48,6 +49,7 @@ class StompReader(DataSourceReader):
     def read(self, partition: Any) -> Iterator[Any]:
         from ._read import Split, read_split
 
+        freeze_worker_heap()
         for split in partition.splits:
             yield from read_split(Split(*split), self.opts, self.fields)
 
@@ -66,6 +68,7 @@ class StompWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> StompCommitMessage:
         from pyspark import TaskContext
 
+        freeze_worker_heap()
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         attempt = context.attemptNumber() if context is not None else 0

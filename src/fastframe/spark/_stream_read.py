@@ -19,9 +19,7 @@ batch that holds them.
 from __future__ import annotations
 
 import asyncio
-import gc
 import time
-from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
 import fastframe
@@ -30,6 +28,7 @@ import fastframe.aio as aio
 from ._stream_client import BrokerConnection, BrokerError, server_reason
 from ._stream_options import SourceOptions, stream_queue
 from ._stream_schema import messages_to_batch, stream_arrow_schema
+from ._worker import collector_paused
 
 #: How long the end of a stream's last chunk may keep the next message waiting.
 CHUNK_GAP = 0.05
@@ -256,24 +255,6 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
             if batch is not None:
                 yield batch
         # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a block, then as before.
-
-    A task's read makes a few objects per message (the message, its headers, the rows), all freed by
-    their reference counts; while thousands of them are alive the collector runs again and again and
-    walks them all: it took 40% of a task's CPU (11-12 µs per message read and made into Arrow, 6.5-7
-    with it paused). A block's cycles, if any, are collected once it is on again.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def end_within_bytes(opts: SourceOptions, destination: str, start: int, end: int, max_bytes: int) -> Tuple[int, int]:

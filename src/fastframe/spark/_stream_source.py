@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from ._stream_options import SinkOptions, SourceOptions, sink_options, source_options
+from ._worker import freeze_worker_heap
 
 
 def _limits(limit: ReadLimit, opts: SourceOptions) -> Tuple[int, int]:
@@ -160,6 +161,7 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: Any) -> Iterator[Any]:
         from ._stream_read import read_range
 
+        freeze_worker_heap()
         yield from read_range(self.opts, partition.destination, partition.start, partition.end)
 
 
@@ -254,6 +256,7 @@ class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def read(self, partition: Any) -> Iterator[Any]:
         from ._stream_schema import bytes_to_batches
 
+        freeze_worker_heap()
         yield from bytes_to_batches(partition.data)
 
     def commit(self, end: Dict[str, int]) -> None:
@@ -293,6 +296,7 @@ class SentMessage(WriterCommitMessage):
 def _send(opts: SinkOptions, iterator: Iterator[Any]) -> SentMessage:
     from ._stream_write import send_batches
 
+    freeze_worker_heap()
     totals = send_batches(opts, iterator)
     return SentMessage(totals["messages"], totals["bytes"])
 
