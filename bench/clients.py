@@ -11,7 +11,8 @@ stops when the consumer has all N. ``fastframe`` runs with its defaults, so afte
 brought several frames the socket rests ``coalesce_reads`` (2 ms) and a stream arrives in fewer,
 larger reads; ``fastframe-no-rest`` is the same client with ``coalesce_reads=0`` (every frame read
 as soon as it arrives). ``fastframe.sync`` is the blocking client (:mod:`fastframe.sync`): a consumer
-thread iterates the subscription while the main thread sends. What a rest could cost is latency, so both fastframe rows also time
+thread iterates the subscription while the main thread sends (it rests 20 ms between the reads of a
+stream). What a rest could cost is latency, so the three fastframe rows also time
 ``--round-trips`` SEND-to-MESSAGE round trips, one message at a time, after the timed region: sent and
 received on one connection, then sent on one and received on another (median / p99 ms). The timed region runs from the first connect to the last body
 received (connects, subscribe, every SEND and MESSAGE, closes); ``time.process_time()`` over that
@@ -335,6 +336,29 @@ async def _fastframe_round_trips(
     return times
 
 
+def _sync_round_trips(host: str, port: int, dest: str, n: int, connections: int) -> List[float]:
+    """:func:`_fastframe_round_trips` through the blocking client (its longer default rest must not
+    delay a reply awaited one at a time)."""
+    import fastframe.sync
+
+    times = []
+    with fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS) as client:
+        sender = client if connections == 1 else fastframe.sync.connect(host, port, **FASTFRAME_OPTIONS)
+        try:
+            with client.subscribe(dest + "-rtt") as subscription:
+                for i in range(n):
+                    body = b"rtt %d" % i
+                    started = time.perf_counter()
+                    sender.send(dest + "-rtt", body)
+                    while subscription.get(timeout=10).body != body:
+                        pass  # left by an aborted earlier run
+                    times.append(time.perf_counter() - started)
+        finally:
+            if sender is not client:
+                sender.disconnect()
+    return times
+
+
 RUNNERS: Dict[str, Runner] = {
     "fastframe": run_fastframe,
     "fastframe-no-rest": run_fastframe_no_rest,
@@ -364,10 +388,13 @@ def child(name: str, host: str, port: int, n: int, size: int, timeout: float, ro
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     counts = check(token, got.bodies, n, size)
     result.update(wall_s=wall, cpu_s=cpu, **counts, finished=got.current >= n)
-    if name in FASTFRAME_REST and round_trips:  # after the timed region
+    if name in GOAL_ROWS and round_trips:  # after the timed region
         for connections in (1, 2):
-            rest = FASTFRAME_REST[name]
-            times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, rest, connections)))
+            if name == "fastframe.sync":
+                times = sorted(_sync_round_trips(host, port, dest, round_trips, connections))
+            else:
+                rest = FASTFRAME_REST[name]
+                times = sorted(asyncio.run(_fastframe_round_trips(host, port, dest, round_trips, rest, connections)))
             median, p99 = times[len(times) // 2] * 1e3, times[int(len(times) * 0.99)] * 1e3
             result[f"rtt{connections}_ms"] = [median, p99]
     return result

@@ -69,7 +69,7 @@ def test_a_small_run_verifies_every_body(tmp_path: Path) -> None:
     assert len(rows) == 4
     for row in rows:
         assert row.endswith("| all bodies verified |"), row
-        timed = row.split("|")[1].strip() in clients.FASTFRAME_REST  # the asyncio client's rows
+        timed = row.split("|")[1].strip() in clients.GOAL_ROWS  # fastframe's rows, both clients
         for cell in row.split("|")[-4:-2]:  # "median / p99" in ms for those rows, one and two connections
             round_trips = cell.strip()
             assert (round_trips == "-") != timed, row

@@ -374,13 +374,13 @@ def connect(
     heartbeat: Tuple[int, int] = (0, 0),
     timeout: float = 10.0,
     connect_timeout: float = 10.0,
-    max_queue: int = 100,
+    max_queue: int = 500,
     reconnect: Optional[aio.Reconnect] = None,
     servers: Optional[Sequence[Tuple[str, int]]] = None,
     frame_hook: Optional[Callable[[str, Optional[Any]], None]] = None,
     wire_hook: Optional[Callable[[str, bytes], None]] = None,
     rng: Optional[random.Random] = None,
-    coalesce_reads: float = 0.005,
+    coalesce_reads: float = 0.02,
     outbox: int = 10_000,
     **options: Any,
 ) -> Client:
@@ -388,11 +388,13 @@ def connect(
 
     The options are :func:`fastframe.aio.connect`'s, with the same meaning (``reconnect``,
     ``servers``, ``heartbeat``, ``ssl``, the hooks, and the :class:`fastframe.protocol.ClientConnection`
-    options such as ``escapes`` and the decoder's tolerances), except ``coalesce_reads``: 5 ms by
-    default (the asyncio client's is 2 ms), as each read of a stream costs this client a hand-over
-    to the consumer's thread (a wake-up and the GIL passed), so longer rests between the reads of a
+    options such as ``escapes`` and the decoder's tolerances), except two defaults. ``coalesce_reads``
+    is 20 ms (the asyncio client's is 2 ms): each read of a stream costs this client a hand-over to
+    the consumer's thread (wake-ups and the GIL passed), so longer rests between the reads of a
     stream save more here; a lone message and the answer to what the process just sent are still
-    read at once. ``frame_hook`` and ``wire_hook`` run
+    read at once. ``max_queue`` is 500 (the asyncio client's is 100; a subscription holds at most
+    1,000 messages, as ActiveMQ's clients prefetch 1,000), so what arrives during a rest crosses in
+    one hand-over. ``frame_hook`` and ``wire_hook`` run
     in the client's I/O thread: they must not block nor call the client. ``outbox``: how many calls
     nobody waits for (SEND, ACK without a receipt) may wait for the I/O thread before a caller blocks
     (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
