@@ -52,6 +52,7 @@ from typing import Any, Dict, List, Optional
 
 import fastframe
 
+from .cgroups import CpuCaps
 from .spark_bench import _tree_cpu, ceiling_source, finish, make_archive, write_ipc
 
 
@@ -64,80 +65,8 @@ def wait_for_executors(spark: Any, count: int, timeout: float = 180.0) -> None:
         time.sleep(0.5)
 
 
-CGROUPS = "/sys/fs/cgroup"
-MAX_SHARES = 262144  # the kernel's ceiling for cpu.shares (the default is 1024)
-
-
-class WorkerCaps:
-    """Per Worker a cgroup v1 ``cpu`` cgroup capped at ``cores`` (and first in line up to it) and a ``cpuacct``
-    one; removed on exit."""
-
-    def __init__(self, cores: float, workers: int) -> None:
-        self.cores = cores
-        self.groups = [
-            {kind: os.path.join(CGROUPS, kind, f"fastframe-bench-{os.getpid()}-w{i}") for kind in ("cpu", "cpuacct")}
-            for i in range(workers)
-        ]
-
-    def __enter__(self) -> WorkerCaps:
-        for kind in ("cpu", "cpuacct"):
-            if not os.path.isfile(os.path.join(CGROUPS, kind, "cgroup.procs")):
-                raise SystemExit(f"--worker-cpu needs cgroup v1's {kind} controller at {CGROUPS}/{kind}")
-        try:
-            for group in self.groups:
-                for path in group.values():
-                    os.mkdir(path)
-                period = int(_read(group["cpu"], "cpu.cfs_period_us"))
-                _write(group["cpu"], "cpu.cfs_quota_us", str(round(self.cores * period)))
-                _write(group["cpu"], "cpu.shares", str(MAX_SHARES))
-        except BaseException:
-            self.__exit__()
-            raise
-        return self
-
-    def prefix(self, i: int) -> List[str]:
-        """The command that enters Worker ``i``'s cgroups and then runs the Worker (StandaloneCluster's hook)."""
-        group = self.groups[i]
-        script = 'echo $$ > "$1" && echo $$ > "$2" && shift 2 && exec "$@"'
-        procs = [os.path.join(group[kind], "cgroup.procs") for kind in ("cpu", "cpuacct")]
-        return ["sh", "-c", script, "sh", *procs]
-
-    def usage(self) -> Dict[str, float]:
-        """CPU seconds the Workers' cgroups used, their CFS periods and the periods throttled, summed."""
-        total = {"cpu_s": 0.0, "periods": 0.0, "throttled": 0.0}
-        for group in self.groups:
-            total["cpu_s"] += int(_read(group["cpuacct"], "cpuacct.usage")) / 1e9
-            stat = dict(line.split() for line in _read(group["cpu"], "cpu.stat").splitlines())
-            total["periods"] += int(stat["nr_periods"])
-            total["throttled"] += int(stat["nr_throttled"])
-        return total
-
-    def __exit__(self, *exc: Any) -> None:
-        for group in self.groups:
-            for kind, path in group.items():
-                deadline = time.monotonic() + 15
-                while os.path.isdir(path):
-                    try:
-                        os.rmdir(path)
-                    except OSError:  # processes still in it: a killed JVM may take a moment; then moved out
-                        if time.monotonic() > deadline:
-                            for pid in _read(path, "cgroup.procs").split():
-                                _write(os.path.join(CGROUPS, kind), "cgroup.procs", pid)
-                        time.sleep(0.2)
-
-
-def _read(folder: str, name: str) -> str:
-    with open(os.path.join(folder, name)) as f:
-        return f.read().strip()
-
-
-def _write(folder: str, name: str, value: str) -> None:
-    with open(os.path.join(folder, name), "w") as f:
-        f.write(value)
-
-
 def run_cluster(
-    workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args: Any, tmp: str, caps: Optional[WorkerCaps]
+    workers: int, archive: Dict[str, Any], ipc: Dict[str, str], args: Any, tmp: str, caps: Optional[CpuCaps]
 ) -> Dict[str, Any]:
     from fastframe.spark import get_session
     from fastframe.spark.standalone import StandaloneCluster
@@ -232,7 +161,7 @@ def main(argv: Any = None) -> int:
               f"twin {fastframe.IMPLEMENTATION}", flush=True)  # fmt: skip
         ipc = write_ipc(archive["paths"], os.path.join(tmp, "ipc"))
         for workers in (1, 2):
-            caps = WorkerCaps(args.worker_cpu, workers) if args.worker_cpu else None
+            caps = CpuCaps(args.worker_cpu, workers, "w", "--worker-cpu") if args.worker_cpu else None
             with caps or contextlib.nullcontext():
                 runs.append(run_cluster(workers, archive, ipc, args, tmp, caps))
             print(f"{workers} worker(s): {json.dumps(runs[-1])}", flush=True)

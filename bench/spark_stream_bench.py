@@ -2,14 +2,15 @@
 
     python -m bench.spark_stream_bench                          # 200,000 messages of 200 bytes, local[2]
     python -m bench.spark_stream_bench --messages 20000 --batch 5000   # quick
+    sudo python -m bench.spark_stream_bench --broker-core       # RabbitMQ on one core, Spark on the other
 
 Source (messages/s, on one RabbitMQ stream queue filled beforehand):
 
 1. **asyncio client alone**: ``fastframe.aio`` draining the stream from its first offset in this process
    (``ack:client``, the same prefetch as the source's tasks): the client's ceiling on this machine;
 2. **Spark's rate source into Parquet**: ``rate-micro-batch`` rows with the stomp rows' schema (the
-   same body size, nine headers as array and map), the same rows per batch: Spark's ceiling for a
-   micro-batch of these rows into Parquet;
+   same body size, nine headers as array and map), the same rows per batch, after an untimed run of
+   half as many rows that warms the JVM: Spark's ceiling for a micro-batch of these rows into Parquet;
 3. **a Python streaming source of prebuilt rows into Parquet**: the stomp rows of the same stream, made
    beforehand into an Arrow IPC file, emitted by a trivial ``DataSourceStreamReader`` (two tasks per
    batch): what Spark's Python streaming path itself costs for these rows;
@@ -22,6 +23,12 @@ state's CPU seconds per batch (Linux): RabbitMQ's ``beam.smp``, the Spark JVM, i
 batch can take no less than their sum over the cores. The stomp source reads its one
 destination with ``minPartitions`` = 2 (two tasks, each subscribed at its own offset). The target (issue 20): the stomp source at
 70% or more of the lower ceiling.
+
+``--broker-core`` caps RabbitMQ's ``beam.smp`` at one core and this process with all it starts (the
+asyncio client, Spark's JVM, its Python workers) at the other (``bench/cgroups.py``: cgroup v1
+quotas, root), as when the broker has a machine of its own, which is how a broker is deployed: both
+ceilings and the stomp source are then measured with the same core for Spark, and RabbitMQ's CPU no
+longer competes with Spark's.
 
 Sink (messages/s): the same rows written by ``df.write.format("stomp")`` (every SEND confirmed by a
 receipt, ``maxInFlight`` at once) against the asyncio client publishing them with a receipt each (the
@@ -43,6 +50,8 @@ import time
 from typing import Any, Dict, List
 
 import fastframe.aio as aio
+
+from .cgroups import CpuCaps
 
 HOST, PORT = "127.0.0.1", 61613
 HEADERS = ("subscription", "destination", "message-id", "redelivered", "ack", "n", "x-stream-offset", "receipt",
@@ -196,10 +205,12 @@ def _steady_rate(query: Any) -> Dict[str, float]:
     return {"rate": rate, "batches": len(progress), "rows": total, "details": details}
 
 
-def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, Any]:
+def _stomp_source(spark: Any, queue: str, batch: int, arrow_rows: int, folder: str) -> Dict[str, Any]:
     reader = spark.readStream.format("stomp")
     options = {"host": HOST, "port": str(PORT), "login": "guest", "passcode": "guest", "consume": "stream"}
     options.update({"destination": f"/queue/{queue}", "maxMessagesPerTrigger": str(batch), "minPartitions": "2"})
+    if arrow_rows:
+        options["maxRecordsPerBatch"] = str(arrow_rows)
     for name, value in options.items():
         reader = reader.option(name, value)
     started = time.perf_counter()
@@ -218,7 +229,7 @@ def _stomp_source(spark: Any, queue: str, batch: int, folder: str) -> Dict[str, 
         query.stop()
 
 
-def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str) -> Dict[str, float]:
+def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str, label: str = "rate") -> Dict[str, float]:
     query = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", batch)
@@ -239,8 +250,8 @@ def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str) -> 
         )  # fmt: skip
         .selectExpr("*", "map_from_entries(headers) as header_map")
         .writeStream.format("parquet")
-        .option("checkpointLocation", os.path.join(folder, "rate-ck"))
-        .start(os.path.join(folder, "rate-out"))
+        .option("checkpointLocation", os.path.join(folder, f"{label}-ck"))
+        .start(os.path.join(folder, f"{label}-out"))
     )
     try:
         deadline = time.monotonic() + 600
@@ -365,9 +376,35 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--prefetch", type=int, default=1000)
     parser.add_argument("--window", type=int, default=1000, help="receipts awaited at once (sink)")
     parser.add_argument("--sink-messages", type=int, default=50_000)
+    parser.add_argument("--arrow-rows", type=int, default=0,
+                        help="the stomp source's maxRecordsPerBatch (rows per Arrow batch a task yields; "
+                             "default: the source's)")  # fmt: skip
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--broker-core", action="store_true",
+                        help="RabbitMQ capped at one core and this run (the asyncio client, Spark's JVM and "
+                             "Python workers) at the other, as when the broker has a machine of its own "
+                             "(cgroup v1, root)")  # fmt: skip
     args = parser.parse_args(argv)
+    if not args.broker_core:
+        return _run(args)
+    with CpuCaps(1.0, 2, "part", "--broker-core") as caps:
+        caps.add(0, _broker_pid())
+        caps.add(1, os.getpid())  # (the JVM and its Python workers start later: they are in it too)
+        return _run(args)
 
+
+def _broker_pid() -> int:
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if os.path.basename(f.read().split(b"\0")[0]) == b"beam.smp":
+                    return int(pid)
+        except OSError:
+            continue
+    raise SystemExit("--broker-core: no RabbitMQ (beam.smp) runs here")
+
+
+def _run(args: Any) -> int:
     from fastframe.spark import get_session
 
     # the workers import this module (the prebuilt-rows source): the repository's root on their path
@@ -379,10 +416,12 @@ def main(argv: Any = None) -> int:
     client_drain = asyncio.run(_drain(queue, args.messages, args.prefetch))
     spark = get_session("local[2]", app_name="fastframe-stream-bench", conf={"spark.sql.shuffle.partitions": "2"})
     with tempfile.TemporaryDirectory(prefix="ff-stream-bench-") as folder:
+        # a first, untimed run warms the JVM (its compiler would otherwise slow the measured batches)
+        _rate_source(spark, args.messages // 2, args.batch, args.size, folder, "warm-up")
         rate = _rate_source(spark, args.messages, args.batch, args.size, folder)
         # (the JVM warms up on the Python source path during the first of these two: it goes first)
         prebuilt = _python_source_ceiling(spark, queue, args.messages, args.batch, folder)
-        stomp = _stomp_source(spark, queue, args.batch, folder)
+        stomp = _stomp_source(spark, queue, args.batch, args.arrow_rows, folder)
     sink = _stomp_sink(spark, args.sink_messages, args.size, args.window)
     client_receipts = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, True))
     client_plain = asyncio.run(_publish(_queue("pub"), args.sink_messages, args.size, args.window, False))
@@ -390,7 +429,7 @@ def main(argv: Any = None) -> int:
     _delete_queues()
     ceiling = min(client_drain, rate["rate"])
     result = {
-        "messages": args.messages, "batch": args.batch, "body_bytes": args.size,
+        "messages": args.messages, "batch": args.batch, "body_bytes": args.size, "broker_core": args.broker_core,
         "source": {
             "asyncio_client_drain": round(client_drain), "spark_rate_source_to_parquet": round(rate["rate"]),
             "stomp_stream_to_parquet": round(stomp["rate"]), "stomp_wall_incl_startup": round(args.messages / stomp["wall"]),
@@ -411,7 +450,10 @@ def main(argv: Any = None) -> int:
         print(json.dumps(result, indent=2))
         return 0
     src, snk = result["source"], result["sink"]
-    print(f"source, messages/s ({args.messages} messages of {args.size} bytes, {args.batch} per batch, local[2]):")
+    where = "RabbitMQ on a core of its own, this run on the other" if args.broker_core else "2 shared cores"
+    print(
+        f"source, messages/s ({args.messages} messages of {args.size} bytes, {args.batch} per batch, local[2], {where}):"
+    )
     print(f"  asyncio client draining the stream   {src['asyncio_client_drain']:>10,}")
     print(f"  Spark rate source -> Parquet         {src['spark_rate_source_to_parquet']:>10,}")
     print(f"  Python source, prebuilt rows -> Parquet {src['python_source_prebuilt_rows_to_parquet']:>7,}")

@@ -42,7 +42,10 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "maxBytesPerTrigger": ("size", 0),
     "prefetch": ("int", 0),  # 0: STREAM_CREDIT (stream), or chosen from maxMessagesPerTrigger (ack)
     "pollTimeout": ("seconds", 0.2),  # how long a trigger waits for a first message (ack) or for the end (stream)
-    "maxRecordsPerBatch": ("int", 10_000),
+    # rows per Arrow batch a consume=stream task yields: small enough that Spark's JVM writes the first
+    # rows while the task still reads the rest (docs/benchmarks.md: with the broker on a core of its
+    # own, 85-90% of the ceiling against 67-78% with 10,000; on cores shared with it, no difference)
+    "maxRecordsPerBatch": ("int", 2_000),
     "minPartitions": ("int", 1),  # consume=stream: a destination's range is cut into this many tasks
 }
 
