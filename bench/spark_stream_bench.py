@@ -47,7 +47,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List, Tuple
 
 import fastframe.aio as aio
 
@@ -139,6 +139,17 @@ def _descends_from_us(pid: str) -> bool:
     return False
 
 
+def _processes() -> Iterator[Tuple[str, bytes, bytes]]:
+    """(pid, program name, whole command line) of every process (Linux /proc)."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read()
+        except OSError:
+            continue  # ended meanwhile
+        yield pid, os.path.basename(command.split(b"\0")[0]), command
+
+
 def _cpu_seconds() -> Dict[str, float]:
     """CPU seconds so far (Linux /proc; {} elsewhere) of RabbitMQ's beam.smp, of this run's Spark JVM
     and of its Python workers (Spark's and the driver's Python processes it started)."""
@@ -146,14 +157,11 @@ def _cpu_seconds() -> Dict[str, float]:
         return {}
     tick = os.sysconf("SC_CLK_TCK")
     out = {"rabbitmq": 0.0, "spark_jvm": 0.0, "python_workers": 0.0}
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid, program, command in _processes():
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                command = f.read()
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
             seconds = (int(fields[11]) + int(fields[12])) / tick  # utime + stime
-            program = os.path.basename(command.split(b"\0")[0])
             if program == b"beam.smp":
                 out["rabbitmq"] += seconds
             elif program == b"java" and _descends_from_us(pid):
@@ -394,13 +402,9 @@ def main(argv: Any = None) -> int:
 
 
 def _broker_pid() -> int:
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if os.path.basename(f.read().split(b"\0")[0]) == b"beam.smp":
-                    return int(pid)
-        except OSError:
-            continue
+    for pid, program, _ in _processes():
+        if program == b"beam.smp":
+            return int(pid)
     raise SystemExit("--broker-core: no RabbitMQ (beam.smp) runs here")
 
 

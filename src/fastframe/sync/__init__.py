@@ -41,12 +41,12 @@ without a coroutine per SEND; the I/O thread hands received messages over in bat
 ``get_batch`` from the asyncio subscription, no lock, a notify only when a consumer waits), a
 consumer takes a queued message without a lock, and the socket rests 20 ms between the reads of a
 stream (the asyncio client: 2 ms) with room for what arrives meanwhile (``max_queue`` 500, the
-asyncio client's 100), so each hand-over carries more messages. It costs 1.1-1.2 times
-the asyncio client's CPU per message (5.9 µs against 5.2 at the median of five alternating runs at
-load average 3.1-3.4; 6.7 for the revision before, which took messages one call each and rested
-2 ms): the rest is
-what running on three threads costs the process (the GIL passed between them, their wake-ups in
-the kernel). In return there is one implementation of every rule the asyncio client already gets right
+asyncio client's 100), so each hand-over carries more messages. It costs about what the
+asyncio client costs per message (6.1 µs against 6.0 at the median of ten alternating runs, 5.1x
+stomp.py's messages per CPU-second; 7.3 µs with 5 ms rests and ``max_queue`` 100, when a read of a
+stream crossed in two batches); under callgrind both execute about the same instructions per
+message, so what is left is running on three threads (the GIL passed between them, their wake-ups
+in the kernel). In return there is one implementation of every rule the asyncio client already gets right
 and tests (flow control with heart-beat probes, read coalescing, receipt bookkeeping, reconnect).
 All clients of a process share one such I/O thread.
 """
