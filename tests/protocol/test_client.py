@@ -74,8 +74,9 @@ def test_subscription_ids_are_unique_and_messages_carry_them():
         client.ack(message)
 
 
-def test_message_for_a_subscription_never_made_is_a_remote_error():
+def test_message_for_a_subscription_never_made_is_a_remote_error_when_refused():
     client, _ = pair()
+    client.unknown_subscriptions = "refuse"  # (the default delivers it: tests/protocol/test_unknown_and_ids.py)
     with pytest.raises(RemoteProtocolError, match="unknown subscription 'nope'") as info:
         client.receive_data(b"MESSAGE\ndestination:/q\nmessage-id:1\nsubscription:nope\n\n\0")
     assert info.value.frame.command == "MESSAGE"

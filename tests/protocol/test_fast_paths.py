@@ -146,6 +146,7 @@ def test_message_fast_path_gives_the_events_and_bookkeeping_of_the_general_one(v
 )
 def test_message_fast_path_refuses_what_the_general_one_refuses(headers, version, match):
     client, _ = pair(version)
+    client.unknown_subscriptions = "refuse"
     client.subscribe("s", "/q")
     with pytest.raises(RemoteProtocolError, match=match) as info:
         client.receive_data(frames_of(version, headers))

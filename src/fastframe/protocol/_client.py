@@ -7,14 +7,19 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from .. import EncodeError, Encoder, Frame, Heartbeat, spec
 from ..codec import VERSIONS
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
+from ._errors import LocalProtocolError
 from ._events import Connected, Error, Event, Message, Receipt
 
 _CONNECTED = State.CONNECTED
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
+#: CONNECT headers that connect()'s own arguments write: refused among its ``headers``.
+RESERVED_CONNECT_HEADERS = frozenset({"accept-version", "host", "heart-beat", "login", "passcode", "content-length"})
+#: What a MESSAGE for a subscription this connection never made becomes (``unknown_subscriptions``).
+UNKNOWN_SUBSCRIPTION_POLICIES = ("deliver", "refuse")
 
 
-__all__ = ["ClientConnection"]
+__all__ = ["ClientConnection", "RESERVED_CONNECT_HEADERS", "UNKNOWN_SUBSCRIPTION_POLICIES"]
 
 
 class ClientConnection(ConnectionCore):
@@ -27,14 +32,29 @@ class ClientConnection(ConnectionCore):
     becomes, :class:`Message` or a subclass (or any callable taking ``(frame, subscription,
     message_id, ack_id, destination)`` and returning a :class:`Message`); a transport that wraps
     every message (:mod:`fastframe.aio`) passes its own, so one object per message is built, not two.
+
+    ``unknown_subscriptions`` says what a MESSAGE for a subscription this connection never made
+    becomes. ``"deliver"`` (the default): a :class:`Message` event like any other, its
+    ``subscription`` the header's value, not tracked in :attr:`unacked` (nothing to ACK here): brokers
+    send such messages on purpose, RabbitMQ delivers the replies to a ``reply-to:/temp-queue/NAME`` on
+    subscription ``/temp-queue/NAME``; the application routes them (``message.subscription not in
+    connection.subscriptions``). ``"refuse"``: a :class:`RemoteProtocolError`, as the specification's
+    letter reads (a server may only send MESSAGEs for the client's subscriptions).
     """
 
     our_side = "client"
     peer_side = "server"
 
-    def __init__(self, *, message_class: Callable[..., Message] = Message, **options: Any) -> None:
+    def __init__(
+        self, *, message_class: Callable[..., Message] = Message, unknown_subscriptions: str = "deliver", **options: Any
+    ) -> None:
+        if unknown_subscriptions not in UNKNOWN_SUBSCRIPTION_POLICIES:
+            raise ValueError(f"unknown_subscriptions must be 'deliver' or 'refuse', not {unknown_subscriptions!r}")
         #: What each MESSAGE becomes (see the class's description).
         self.message_class = message_class
+        #: What a MESSAGE for a subscription never made becomes: ``"deliver"`` or ``"refuse"``.
+        self.unknown_subscriptions = unknown_subscriptions
+        self._bare_encoder: Optional[Encoder] = None  # SENDs without content-length (send(content_length=False))
         self._last_frame: Optional[Any] = None
         self._pending_frame: Optional[Tuple[str, List[Tuple[str, str]], bytes]] = None
         # the SEND fast path: besides the wire's encoder, the one of the version itself when the
@@ -64,6 +84,7 @@ class ClientConnection(ConnectionCore):
 
     def _switch_codec(self, version: str) -> None:
         super()._switch_codec(version)
+        self._bare_encoder = None
         check = Encoder(version)
         self._check_encoder = None if self._encoder.options == check.options else check  # type: ignore[union-attr]
 
@@ -80,9 +101,21 @@ class ClientConnection(ConnectionCore):
         headers: Headers = None,
         command: str = "CONNECT",
     ) -> bytes:
-        """The CONNECT (or ``command="STOMP"``) frame offering ``versions`` and ``heartbeat=(cx, cy)`` ms."""
+        """The CONNECT (or ``command="STOMP"``) frame offering ``versions`` and ``heartbeat=(cx, cy)`` ms.
+
+        ``headers`` are added after the frame's own (``client-id`` for ActiveMQ's durable topic
+        subscriptions, a vendor's headers); those the other arguments write (``accept-version``,
+        ``host``, ``heart-beat``, ``login``, ``passcode``) and ``content-length`` are refused with a
+        :class:`LocalProtocolError`: pass them as the arguments.
+        """
         if command not in ("CONNECT", "STOMP"):
             raise ValueError(f"command must be CONNECT or STOMP, not {command!r}")
+        extra = header_list(headers)
+        for name, _ in extra:
+            if name in RESERVED_CONNECT_HEADERS:
+                raise misuse(
+                    f"header {name!r} is written by connect()'s own arguments, not headers=", command, (name, "")
+                )
         offered = check_versions(versions)
         cx, cy = heartbeat
         pairs = [("accept-version", ",".join(offered)), ("host", host), ("heart-beat", f"{cx},{cy}")]
@@ -90,7 +123,7 @@ class ClientConnection(ConnectionCore):
             pairs.append(("login", login))
         if passcode is not None:
             pairs.append(("passcode", passcode))
-        pairs += header_list(headers)
+        pairs += extra
         newest = max(offered, key=VERSIONS.index)
         _, data = self._build(command, pairs, state=State.IDLE, version="1.2" if command == "STOMP" else newest)
         self.offered_heartbeat = (cx, cy)
@@ -193,7 +226,7 @@ class ClientConnection(ConnectionCore):
             mode = None
         else:
             known = self.subscriptions.get(sub_id)
-            if known is None and sub_id not in self._closed_subscriptions:
+            if known is None and self.unknown_subscriptions == "refuse" and sub_id not in self._closed_subscriptions:
                 self._fail(f"MESSAGE for unknown subscription {sub_id!r}", frame, events)
             mode = None if known is None else known[1]
         ack_id = (get("ack") if version == "1.2" else None) or message_id
@@ -212,8 +245,17 @@ class ClientConnection(ConnectionCore):
         content_type: Optional[str] = None,
         transaction: Optional[str] = None,
         receipt: Optional[str] = None,
+        content_length: bool = True,
     ) -> bytes:
-        """SEND ``body`` (bytes, or str sent as UTF-8 ``text/plain`` unless ``content_type`` says)."""
+        """SEND ``body`` (bytes, or str sent as UTF-8 ``text/plain`` unless ``content_type`` says).
+
+        ``content_length=False`` leaves the ``content-length`` header out (the body then ends at
+        its first NUL): ActiveMQ makes a JMS TextMessage of such a SEND, a BytesMessage otherwise
+        (stomp.py's ``auto_content_length=False``). A body holding a NUL cannot be sent so: a
+        :class:`LocalProtocolError`.
+        """
+        if not content_length:
+            return self._send_bare(destination, body, headers, content_type, transaction, receipt)
         if isinstance(body, str):
             body = body.encode("utf-8")
             content_type = content_type or "text/plain;charset=utf-8"
@@ -247,6 +289,31 @@ class ClientConnection(ConnectionCore):
                 return data
         return self._build("SEND", pairs, body, receipt=receipt)[1]
 
+    def _send_bare(
+        self,
+        destination: str,
+        body: Union[bytes, str],
+        headers: Headers,
+        content_type: Optional[str],
+        transaction: Optional[str],
+        receipt: Optional[str],
+    ) -> bytes:
+        """send(content_length=False): the general path with an encoder that adds no content-length."""
+        if isinstance(body, str):
+            body = body.encode("utf-8")
+            content_type = content_type or "text/plain;charset=utf-8"
+        body = bytes(body)
+        pairs = [("destination", destination)]
+        if content_type is not None:
+            pairs.append(("content-type", content_type))
+        pairs += self._tx_header(transaction, "SEND") + header_list(headers)
+        if b"\0" in body or any(name == "content-length" for name, _ in pairs):
+            what = "a body holding a NUL" if b"\0" in body else "a content-length header"
+            raise LocalProtocolError(f"cannot SEND {what} with content_length=False", Frame("SEND", pairs, body))
+        if self._bare_encoder is None:
+            self._bare_encoder = Encoder(self.version or "1.2", escapes=self.escapes, content_length=False)
+        return self._build("SEND", pairs, body, receipt=receipt, encoder=self._bare_encoder)[1]
+
     def subscribe(
         self, id: str, destination: str, *, ack: str = "auto", headers: Headers = None, receipt: Optional[str] = None
     ) -> bytes:
@@ -270,23 +337,69 @@ class ClientConnection(ConnectionCore):
         return data
 
     def ack(
-        self, message: Union[Message, str], *, transaction: Optional[str] = None, receipt: Optional[str] = None
+        self,
+        message: Union[Message, str],
+        *,
+        subscription: Optional[str] = None,
+        transaction: Optional[str] = None,
+        receipt: Optional[str] = None,
     ) -> bytes:
-        """ACK a message (a :class:`Message` or its ``ack_id``); in ``client`` mode, the older ones too."""
-        return self._ack("ACK", message, transaction, receipt)
+        """ACK a message; in ``client`` mode, the older ones of its subscription too.
+
+        ``message`` is a :class:`Message` or an id kept from one: its ``ack_id`` or its
+        ``message-id`` (what stomp.py users keep), of a message this connection received and has
+        not settled. The connection knows each such message's subscription, so the ACK gets the
+        headers its version needs (1.2 ``id``; 1.1 ``message-id`` and ``subscription``; 1.0
+        ``message-id``); ``subscription`` is needed only when a message-id waits on two
+        subscriptions (a topic delivers one message to each), and is checked when given. Anything
+        else (settled already, from an ``auto`` subscription, from an earlier connection: the broker
+        redelivers those) is a :class:`LocalProtocolError`.
+        """
+        return self._ack("ACK", message, subscription, transaction, receipt)
 
     def nack(
-        self, message: Union[Message, str], *, transaction: Optional[str] = None, receipt: Optional[str] = None
+        self,
+        message: Union[Message, str],
+        *,
+        subscription: Optional[str] = None,
+        transaction: Optional[str] = None,
+        receipt: Optional[str] = None,
     ) -> bytes:
-        """NACK a message (1.1 and later)."""
-        return self._ack("NACK", message, transaction, receipt)
+        """NACK a message (1.1 and later); ``message`` and ``subscription`` as for :meth:`ack`."""
+        return self._ack("NACK", message, subscription, transaction, receipt)
+
+    def _unacked_id(self, command: str, message: Union[Message, str], subscription: Optional[str]) -> str:
+        """The key in :attr:`unacked` that ``message`` (a Message, an ack id or a message-id) names."""
+        ack_id = message.ack_id if isinstance(message, Message) else message
+        known = self.unacked.get(ack_id) if ack_id is not None else None
+        if known is not None and (subscription is None or known[0] == subscription):
+            return str(ack_id)
+        if not isinstance(message, Message):  # maybe a message-id kept where the ack id differs (1.2)
+            found = [a for a, (s, m) in self.unacked.items() if m == message and subscription in (None, s)]
+            if len(found) == 1:
+                return found[0]
+            if found:
+                subs = ", ".join(repr(self.unacked[a][0]) for a in found)
+                raise misuse(
+                    f"cannot {command} {message!r}: it waits on subscriptions {subs}; pass subscription=",
+                    command, ("message-id", message),
+                )  # fmt: skip
+        where = "" if subscription is None else f" of subscription {subscription!r}"
+        raise misuse(
+            f"cannot {command} {ack_id!r}: not an unacknowledged message{where} (settled already, of an auto "
+            "subscription, or of an earlier connection)",
+            command, ("id", str(ack_id)),
+        )  # fmt: skip
 
     def _ack(
-        self, command: str, message: Union[Message, str], transaction: Optional[str], receipt: Optional[str]
+        self,
+        command: str,
+        message: Union[Message, str],
+        subscription: Optional[str],
+        transaction: Optional[str],
+        receipt: Optional[str],
     ) -> bytes:
-        ack_id = message.ack_id if isinstance(message, Message) else message
-        if ack_id is None or ack_id not in self.unacked:
-            raise misuse(f"cannot {command} {ack_id!r}: not an unacknowledged message", command, ("id", str(ack_id)))
+        ack_id = self._unacked_id(command, message, subscription)
         sub_id, message_id = self.unacked[ack_id]
         if self.version == "1.2":
             pairs = [("id", ack_id)]

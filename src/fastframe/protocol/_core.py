@@ -381,6 +381,7 @@ class ConnectionCore:
         state: Optional[State] = State.CONNECTED,
         version: Optional[str] = None,
         broken_ok: bool = False,
+        encoder: Optional[Encoder] = None,
     ) -> Tuple[Any, bytes]:
         """Validate and encode one outgoing frame; nothing changes when this raises."""
         if not broken_ok:
@@ -395,7 +396,7 @@ class ConnectionCore:
             problems = spec.frame_problems(frame, version, sender=self.our_side)
             if problems:
                 raise LocalProtocolError(f"invalid {command} frame: {'; '.join(problems)}", frame)
-        encoder = self._encoder or Encoder(version, escapes=self.escapes)
+        encoder = encoder or self._encoder or Encoder(version, escapes=self.escapes)
         try:
             data = encoder.encode(frame)
         except EncodeError as exc:
