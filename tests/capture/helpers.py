@@ -30,6 +30,14 @@ def client_stream(n: int, seed: int = 0) -> bytes:
     return bytes(out)
 
 
+def redacted(client_bytes: bytes) -> bytes:
+    """What a recorder writes of a client's stream by default: the first CONNECT's passcode replaced."""
+    head, sep, rest = client_bytes.partition(b"\n\n")
+    if not head.lstrip(b"\r\n").startswith((b"CONNECT\n", b"STOMP\n")):
+        return client_bytes
+    return re.sub(rb"\npasscode:[^\r\n]*", b"\npasscode:<redacted>", head) + sep + rest
+
+
 def server_stream(n: int, seed: int = 0) -> bytes:
     return generate_stream(n, seed=seed)
 

@@ -25,7 +25,7 @@ from fastframe.capture import Archive, serve_proxy
 from fastframe.sample import generate_stream
 from interop._live import BROKERS, require_broker, unique
 
-from .helpers import RecordProcess, joined, read_file, start_fastframe, stomp_files
+from .helpers import RecordProcess, joined, read_file, redacted, start_fastframe, stomp_files
 
 HOST = "127.0.0.1"
 N_LIVE = 10_000  # messages through the proxy to each live broker (issue 22)
@@ -80,7 +80,7 @@ async def exchange(port: int, destination: str, count: int, wire: Wire, **option
 
 def check_recorded(root: str, wire: Wire, connection: str = "conn-0001") -> None:
     files = stomp_files(root)
-    assert joined(files[f"{connection}.c2s"]) == bytes(wire.out)
+    assert joined(files[f"{connection}.c2s"]) == redacted(bytes(wire.out))
     assert joined(files[f"{connection}.s2c"]) == bytes(wire.into)
 
 
@@ -297,7 +297,7 @@ def check_recorded_to_the_drop(files: Dict[str, List[str]], wire: Wire, sent: in
     assert KILL_AT < sent < 100_000 and len(files["conn-0001.c2s"]) > 1
     recorded_in, recorded_out = joined(files["conn-0001.s2c"]), joined(files["conn-0001.c2s"])
     assert recorded_in == bytes(wire.into)  # everything the client got, and only that
-    assert bytes(wire.out).startswith(recorded_out) and len(recorded_out) > KILL_AT * 100
+    assert redacted(bytes(wire.out)).startswith(recorded_out) and len(recorded_out) > KILL_AT * 100
     for paths in files.values():
         for path in paths:
             with open(path + ".ffidx", "rb") as sidecar:

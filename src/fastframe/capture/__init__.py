@@ -26,8 +26,11 @@ format read it)::
 
 (``compression="zstd"`` needs the ``zstd`` extra before Python 3.14.)
 
-Recording never alters nor stops traffic: bytes are recorded as they are (a malformed stream too;
-its pieces then end where the reader's error row will show it), pieces are cut only at frame
+Recording never alters nor stops traffic. Bytes are recorded as they are, but for credentials: the
+value of CONNECT's ``passcode`` (and ``login`` with ``Archive(redact=("passcode", "login"))``) is
+replaced by ``<redacted>`` before anything is written (``redact=()`` keeps them; ``replay(...,
+credentials={...})`` fills them back in). A malformed stream is recorded as it is too (its pieces
+then end where the reader's error row will show it), pieces are cut only at frame
 boundaries a :class:`fastframe.ColumnDecoder` proved, the disk is written by one thread per archive, and a
 full or slow disk drops the recording of that connection (logged on ``fastframe.capture``), never
 the connection. Memory per connection: the decoder's partial frame (its limits) and at most

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 import fastframe
 
 from ..archive import require_compression
+from ._credentials import Redactor
 from ._sink import FileSink, Opener, Recording, Writer, _log
 
 #: ``Recorder`` directions by name: the client's wire_hook says "out"/"in", a server's "in"/"out".
@@ -51,6 +52,9 @@ class Archive:
         index_interval: bytes between the checkpoints of an ``.ffidx``.
         max_pending: bytes a connection may have waiting for the disk; past it its recording is dropped.
         opener: ``opener(path, "wb")`` opens each file (default :func:`open`).
+        redact: the CONNECT and STOMP headers whose values are replaced by ``<redacted>`` before anything
+            is written (default ``("passcode",)``; add ``"login"`` to hide the user too; ``()`` keeps
+            credentials). The files, their offsets and sidecars describe the redacted bytes.
 
     Each connection gets the next free number of its ``BROKER/DATE`` folder (UTC date of its start).
     Use as a context manager, or call :meth:`close`: it closes the recorders still open and waits for
@@ -71,6 +75,7 @@ class Archive:
         max_pending: int = DEFAULT_MAX_PENDING,
         opener: Opener = open,
         clock: Callable[[], int] = time.time_ns,
+        redact: Tuple[str, ...] = ("passcode",),
     ) -> None:
         if roll_size is not None and roll_size < 1:
             raise ValueError("roll_size must be at least 1 byte")
@@ -99,6 +104,9 @@ class Archive:
         self.max_pending = max_pending
         self.opener = opener
         self.clock = clock
+        if isinstance(redact, str):
+            raise TypeError("redact must be a tuple of header names, such as ('passcode', 'login')")
+        self.redact = tuple(redact)
         self.writer = Writer()
         self._lock = threading.Lock()
         self._next: Dict[str, int] = {}
@@ -174,9 +182,10 @@ class _Direction:
     each piece, so the offsets it gives are the piece's (what the sidecars hold).
     """
 
-    def __init__(self, recorder: Recorder, sink: FileSink) -> None:
+    def __init__(self, recorder: Recorder, sink: FileSink, redactor: Optional[Redactor]) -> None:
         self.recorder = recorder
         self.sink = sink
+        self.redactor = redactor  # the client's direction: credentials never reach the decoder or the disk
         self.decoder: Any = codec.ColumnDecoder(**recorder.archive.decoder_options)
         self.proven = True  # every byte so far decoded into frames: boundaries are known
         self.size = 0  # bytes of the current piece handed to the sink
@@ -187,6 +196,10 @@ class _Direction:
         self.error_offset: Optional[int] = None  # in the current piece
 
     def feed(self, data: bytes, now_ns: int, now: float) -> None:
+        if self.redactor is not None and self.proven:
+            data = self.redactor.feed(data, at_boundary=not self.decoder.buffered)
+            if not data:
+                return  # a CONNECT's headers, held until they are complete
         if self.proven:
             decoder = self.decoder
             try:
@@ -273,6 +286,10 @@ class _Direction:
         self.error_offset = None
 
     def close(self) -> None:
+        held = self.redactor.close() if self.redactor is not None else b""
+        self.redactor = None
+        if held:  # the stream ended inside a CONNECT's headers (redacted as far as they came)
+            self.feed(held, self.recorder.archive.clock(), time.monotonic())
         if self.proven:
             try:
                 self.decoder.close()
@@ -308,7 +325,8 @@ class Recorder:
                 archive.decoder_options,
                 archive.opener,
             )
-            self._directions[direction] = _Direction(self, sink)
+            redactor = Redactor(archive.redact) if direction == "c2s" and archive.redact else None
+            self._directions[direction] = _Direction(self, sink, redactor)
         self.closed = False
 
     @property

@@ -17,6 +17,7 @@ from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence,
 import fastframe
 
 from ..archive import compressed_reader, compression_for, read_times
+from ._credentials import restore, was_redacted
 
 __all__ = ["ReplayResult", "pieces_of", "replay"]
 
@@ -30,6 +31,8 @@ class ReplayResult(NamedTuple):
     answers: List[Any]  # the frames the broker sent (fastframe.Frame), in order
     error: Optional[str]  # why the answers stopped decoding (a DecodeError's text), or None
     closed_by_broker: bool  # the broker ended the connection (else the idle wait ended it)
+    #: the capture's CONNECT still held a ``<redacted>`` value when it was sent (no ``credentials`` for it)
+    redacted: bool = False
 
 
 def pieces_of(path: str) -> List[str]:
@@ -93,11 +96,14 @@ async def replay(
     max_answer_bytes: int = 64 << 20,
     on_answer: Optional[Callable[[Any], None]] = None,
     decoder_options: Optional[Mapping[str, Any]] = None,
+    credentials: Optional[Mapping[str, str]] = None,
 ) -> ReplayResult:
     """Send the recorded client stream in ``paths`` (pieces in order) to ``host:port``.
 
     ``pace``: ``"fast"`` or ``"recorded"`` (``speed`` 2.0 replays twice as fast; files without an
     arrival-time sidecar go at once). Each decoded answer is passed to ``on_answer`` as it arrives.
+    ``credentials`` (header name -> value, such as ``{"passcode": "..."}``) fill the values that
+    recording redacted in the capture's CONNECT; the result's ``redacted`` says whether one was left.
     At most ``max_answer_bytes`` of answers are read; the replay ends at the broker's close or after
     ``idle`` silent seconds once everything was sent.
     """
@@ -106,6 +112,13 @@ async def replay(
     if not speed > 0:
         raise ValueError("speed must be positive")
     schedule = _schedule(paths, pace == "recorded")
+    first_frame = next((k for k, (_, data) in enumerate(schedule) if data.strip(b"\r\n")), None)
+    redacted = False
+    if first_frame is not None:  # the CONNECT: its redacted values filled in from credentials
+        at, data = schedule[first_frame]
+        data = restore(data, credentials or {})
+        schedule[first_frame] = (at, data)
+        redacted = was_redacted(data)
     reader, writer = await asyncio.wait_for(
         asyncio.open_connection(host, port, ssl=ssl, server_hostname=host if ssl else None), connect_timeout
     )
@@ -172,4 +185,4 @@ async def replay(
             await asyncio.wait_for(writer.wait_closed(), 1.0)
         except (asyncio.TimeoutError, ConnectionError, OSError):
             pass
-    return ReplayResult(sent, answers, state.error, state.closed)
+    return ReplayResult(sent, answers, state.error, state.closed, redacted)

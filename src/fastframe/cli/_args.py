@@ -50,3 +50,22 @@ def add_decoder_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--version", choices=fastframe.VERSIONS, default="1.2", help="STOMP version (default 1.2)")
     parser.add_argument("--escapes", choices=fastframe.VERSIONS, help="escape set (default: the version's)")
     parser.add_argument("--strict", action="store_true", help="refuse unknown commands and misplaced bodies")
+
+
+def add_credential_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--redact-login`` and ``--keep-credentials``, for the commands that record connections."""
+    keep = parser.add_mutually_exclusive_group()
+    keep.add_argument(
+        "--redact-login",
+        action="store_true",
+        help="replace the CONNECT's login too (its passcode is always replaced by <redacted>)",
+    )
+    keep.add_argument("--keep-credentials", action="store_true",
+                      help="record CONNECT's login and passcode as sent (the archive then holds secrets)")  # fmt: skip
+
+
+def redacted_headers(args: argparse.Namespace) -> Tuple[str, ...]:
+    """The ``Archive(redact=...)`` the credential arguments ask for."""
+    if args.keep_credentials:
+        return ()
+    return ("passcode", "login") if args.redact_login else ("passcode",)

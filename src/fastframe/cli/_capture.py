@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import re
 import ssl as _ssl
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from . import _args
 from ._args import size
 
 _DURATION = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*")
@@ -72,6 +74,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     rec.add_argument("--coalesce", type=_milliseconds, default=1.0, metavar="MS",
                      help="while a stream flows, rest this long after each read: fewer, larger reads "
                      "(default 1; 0: read at once)")  # fmt: skip
+    _args.add_credential_arguments(rec)
     rec.add_argument("--ssl-certfile", metavar="FILE", help="serve TLS to the clients with this certificate chain")
     rec.add_argument("--ssl-keyfile", metavar="FILE", help="the key of --ssl-certfile (if not in it)")
     _add_ssl_client_arguments(rec, "ssl-upstream", "the broker")
@@ -86,6 +89,9 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     rep.add_argument("--idle", type=_duration, default=2.0, metavar="AGE",
                      help="stop after this long without an answer once all is sent (default 2s)")  # fmt: skip
     rep.add_argument("--summary", action="store_true", help="print only the summary line")
+    rep.add_argument("--login", metavar="USER", help="the login to send where the capture's was redacted")
+    rep.add_argument("--passcode", metavar="SECRET", help="the passcode to send where the capture's was redacted "
+                     "(or the environment variable FASTFRAME_PASSCODE, which ps does not show)")  # fmt: skip
     _add_ssl_client_arguments(rep, "ssl", "the broker")
     return {"record": _cmd_record, "replay": _cmd_replay}
 
@@ -112,7 +118,14 @@ async def _record(args: argparse.Namespace) -> int:
         server_ssl.load_cert_chain(args.ssl_certfile, args.ssl_keyfile)
     (host, port), (up_host, up_port) = args.listen, args.upstream
     name = args.name or f"{up_host}_{up_port}".replace(":", "_")
-    archive = Archive(args.out, name, roll_size=args.roll_size, roll_age=args.roll_age, compression=args.compression)
+    archive = Archive(
+        args.out,
+        name,
+        roll_size=args.roll_size,
+        roll_age=args.roll_age,
+        compression=args.compression,
+        redact=_args.redacted_headers(args),
+    )
     stop = asyncio.Event()
     try:
         with stop_on_signals(stop):  # before the "listening" line: a parent may send Ctrl-C right after it
@@ -161,6 +174,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     paths = pieces_of(args.file)
     listing = _Listing(sys.stdout, quiet=args.summary)
     host, port = args.to
+    credentials = {"login": args.login, "passcode": args.passcode or os.environ.get("FASTFRAME_PASSCODE")}
     try:
         result = asyncio.run(
             replay(
@@ -172,6 +186,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
                 ssl=_client_context(args, "ssl"),
                 idle=args.idle,
                 on_answer=lambda frame: listing.show([frame]),
+                credentials={name: value for name, value in credentials.items() if value is not None},
             )
         )
     except ImportError as exc:  # a .zst capture without the zstd extra
@@ -184,6 +199,12 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     print(f"sent {result.bytes_sent} bytes from {len(paths)} file(s); {ending}")
     kinds = ", ".join(f"{command} {n}" for command, n in sorted(listing.commands.items()))
     print(f"answers: {sum(listing.commands.values())} frames ({kinds or 'none'})")
+    if result.redacted and listing.commands.get("ERROR"):
+        print(
+            "fastframe replay: the capture's credentials were redacted when it was recorded and the broker "
+            "answered ERROR: give them with --login/--passcode (or FASTFRAME_PASSCODE)",
+            file=sys.stderr,
+        )
     if result.error is not None:
         print(f"{host}:{port}: the answers stopped decoding: {result.error}", file=sys.stderr)
         return 1

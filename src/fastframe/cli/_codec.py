@@ -17,6 +17,7 @@ from typing import IO, Any, Callable, Dict, List, Tuple
 import fastframe
 
 from .. import sample, spec
+from . import _args
 from ._args import int_at_least
 
 _READ_SIZE = 1 << 20  # without --chunk, files are fed in 1 MiB pieces
@@ -74,6 +75,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     )  # fmt: skip
     brk.add_argument("--record", metavar="DIR", help="record every connection into an archive in DIR "
                      "(DIR/fastframe-broker/DATE/conn-NNNN.c2s.stomp and .s2c.stomp, see fastframe record)")  # fmt: skip
+    _args.add_credential_arguments(brk)
     return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
 
@@ -233,7 +235,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     if args.record:
         from ..capture import Archive
 
-        archive = Archive(args.record, "fastframe-broker")
+        archive = Archive(args.record, "fastframe-broker", redact=_args.redacted_headers(args))
         options["wire_hook"] = archive.server_hook  # a recorder per connection
     try:
         asyncio.run(run_broker(args.host, args.port, users=users, heartbeat=args.heartbeat, **options))
