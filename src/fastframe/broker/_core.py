@@ -12,6 +12,12 @@ subscribes) and ``/topic/NAME`` (each message to every subscriber present, dropp
 Ack modes are ``auto``, ``client`` (cumulative, per subscription) and ``client-individual``; a NACK, an
 UNSUBSCRIBE or a lost connection puts a queue's unacknowledged messages back at its head, and they are
 delivered again with ``redelivered:true`` (a topic's go back to the same subscription while it lives).
+
+Temporary queues, as RabbitMQ makes them: a SEND whose ``reply-to`` is ``/temp-queue/NAME`` makes (once
+per session and name) a queue only that session reads, ``/queue/fastframe.temp.<session>.NAME``, and
+goes out with that as its ``reply-to``; what is sent there reaches the session as a MESSAGE on
+subscription ``/temp-queue/NAME``, which the client never subscribed to. The queue ends with its
+session; what is sent to it later is dropped.
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ import fastframe
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 
-__all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES"]
+__all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES", "TEMP_QUEUE_PREFIX"]
 
 ACK_MODES = ("auto", "client", "client-individual")
 #: Bytes of bodies the broker keeps for queues nobody consumes yet, all queues together.
 DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
 _TX_COMMANDS = frozenset({"SEND", "ACK", "NACK"})
 _PREFIXES = ("/queue/", "/topic/")
+_TEMP_QUEUE = "/temp-queue/"
+#: Where the temporary queues live; a SEND to one whose session ended is dropped.
+TEMP_QUEUE_PREFIX = "/queue/fastframe.temp."
 Headers = Tuple[Tuple[str, str], ...]
 
 
@@ -120,6 +129,8 @@ class Session:
         self.closed = False
         #: MESSAGE bytes routed by receive_many() and not yet written (one write per connection and read)
         self.outbox: List[bytes] = []
+        #: The destinations of the session's temporary queues (they end with it).
+        self.temp_queues: List[str] = []
 
     @property
     def connected(self) -> bool:
@@ -198,6 +209,10 @@ class BrokerCore:
         session.transactions.clear()
         for sub in list(session.subscriptions.values()):
             self._drop_subscription(sub)
+        for destination in session.temp_queues:
+            queue = self.queues.pop(destination, None)
+            if queue is not None:
+                self.stored_bytes -= sum(len(message.body) for message, _ in queue.messages)
         self.sessions.pop(session.name, None)
 
     def fail(self, session: Session, kind: str, *args: Any) -> None:
@@ -277,7 +292,7 @@ class BrokerCore:
             ):
                 destination: str = headers[0][1]
                 headers = ()
-            elif frame.get("transaction") is None and frame.get("receipt") is None:
+            elif frame.get("transaction") is None and frame.get("receipt") is None and frame.get("reply-to") is None:
                 destination = frame.get("destination")
                 headers = forwarded_headers(headers)
             else:
@@ -366,7 +381,26 @@ class BrokerCore:
         if destination is None or len(destination) < 8 or not destination.startswith(_PREFIXES):
             self._check_destination(session, frame)  # sends the ERROR
             return
-        self.publish(_Published(destination, forwarded_headers(frame.headers), frame.body), session)
+        headers = forwarded_headers(frame.headers)
+        reply_to = frame.get("reply-to")
+        if reply_to is not None and reply_to.startswith(_TEMP_QUEUE) and len(reply_to) > len(_TEMP_QUEUE):
+            private = self._temp_queue(session, reply_to)
+            headers = tuple([(name, private if name == "reply-to" else value) for name, value in headers])
+        self.publish(_Published(destination, headers, frame.body), session)
+
+    def _temp_queue(self, session: Session, name: str) -> str:
+        """The queue behind ``session``'s temporary queue ``name`` (``/temp-queue/...``), made on first use
+        with the session's implicit subscription to it, whose id is ``name``."""
+        destination = f"{TEMP_QUEUE_PREFIX}{session.name}.{name[len(_TEMP_QUEUE) :]}"
+        if name not in session.subscriptions:
+            sub = _Subscription(session, name, destination, "auto", True)
+            session.subscriptions[name] = sub
+            session.temp_queues.append(destination)
+            queue = self.queues.get(destination)
+            if queue is None:
+                queue = self.queues[destination] = _Queue()
+            queue.consumers.append(sub)
+        return destination
 
     def publish(self, message: _Published, sender: Optional[Session] = None) -> None:
         """Route one message to its queue or to its topic's subscribers."""
@@ -377,6 +411,8 @@ class BrokerCore:
             return
         queue = self.queues.get(destination)
         if queue is None:
+            if destination.startswith(TEMP_QUEUE_PREFIX):
+                return  # a temporary queue that ended with its session (a late reply): dropped
             queue = self.queues[destination] = _Queue()
         if queue.consumers and not queue.messages:
             self._deliver(self._next_consumer(queue), message, False)
