@@ -52,12 +52,54 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     conv.add_argument("--top", type=_positive, default=5, metavar="N", help="destinations in the summary")
     conv.add_argument("--no-progress", action="store_true", help="no progress display")
     conv.add_argument("--conf", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="Spark setting")
-    conv.add_argument(
+    add_ship_env_argument(conv)
+    return {"convert": cmd_convert}
+
+
+def add_ship_env_argument(parser: argparse.ArgumentParser) -> None:
+    """``--ship-env [ENV]``, for every command that runs Spark."""
+    parser.add_argument(
         "--ship-env", nargs="?", const="", metavar="ENV",
         help="send a Python environment to the executors (a cluster whose nodes lack fastframe): a packed archive "
-        "(venv-pack, conda-pack: .tar.gz, .tar, .zip), a venv folder to pack, or, without ENV, this interpreter's venv",
+        "(venv-pack, conda-pack: .tar.gz, .tar, .zip), a venv folder to pack (an editable install is packed as a "
+        "copy), or, without ENV, this interpreter's venv",
     )  # fmt: skip
-    return {"convert": cmd_convert}
+
+
+def start_session(command: str, master: str, app_name: str, conf: Dict[str, str], ship_env: Optional[str]) -> Any:
+    """A session for a command, or the exit status when it cannot start (the reason printed in one line).
+
+    ``ship_env`` is ``--ship-env``'s value (None: not given; "": this interpreter's environment).
+    """
+    from ..spark import get_session
+
+    if ship_env is not None:
+        ship_env = ship_env or sys.prefix
+        print(f"shipping {ship_env} to the executors ...", file=sys.stderr)
+    try:
+        return get_session(master, app_name=app_name, conf=conf, ship_env=ship_env)
+    except (OSError, ValueError) as exc:
+        if ship_env is None:
+            raise
+        # the environment to ship could not be packed
+        print(f"fastframe {command}: --ship-env: {exc}", file=sys.stderr)
+        return 1
+
+
+def check_cluster(command: str, spark: Any) -> Optional[int]:
+    """On a cluster: one small task per core checks the executors' Python, which is printed; None when fine,
+    else the exit status after one line saying what is missing and what to set."""
+    from ..spark import ExecutorProblem, check_executors
+
+    try:
+        seen = check_executors(spark, os.environ.get("PYSPARK_PYTHON", "python3"))
+    except ExecutorProblem as exc:
+        print(f"fastframe {command}: {exc}", file=sys.stderr)
+        return 1
+    pythons = sorted({f"{s['python']} ({s['version']}, codec {s['codec']})" for s in seen})
+    hosts = sorted({s["host"] for s in seen})
+    print(f"executors' Python: {'; '.join(pythons)} on {', '.join(hosts)}", file=sys.stderr)
+    return None
 
 
 class Progress:
@@ -217,20 +259,6 @@ def java_hint() -> Optional[str]:
     )
 
 
-def _failure_reason(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    # PySpark ends a first line with a colon and puts the reason on the next ones
-    reason = lines[0]
-    for line in lines[1:4]:
-        if not reason.endswith(":"):
-            break
-        if not line.startswith(("at ", "JVM stacktrace")):
-            reason = f"{reason} {line}"
-    return reason
-
-
 def cmd_convert(args: argparse.Namespace) -> int:
     from ..spark import list_files, read_options
     from ..spark.session import is_local_master
@@ -273,23 +301,12 @@ def cmd_convert(args: argparse.Namespace) -> int:
         print(f"fastframe convert: {hint}", file=sys.stderr)
         return 1
 
-    from ..spark.session import get_session
-
     size = sum(s for _, s in files)
     print(f"reading {len(files)} files ({_human(size)}) with Spark ({args.master}) ...", file=sys.stderr)
-    ship_env = None
-    if args.ship_env is not None:
-        ship_env = args.ship_env or sys.prefix
-        print(f"shipping {ship_env} to the executors ...", file=sys.stderr)
     start = time.monotonic()
-    try:
-        spark = get_session(args.master, app_name="fastframe convert", conf=dict(args.conf), ship_env=ship_env)
-    except (OSError, ValueError) as exc:
-        if ship_env is None:
-            raise
-        # the environment to ship could not be packed
-        print(f"fastframe convert: --ship-env: {exc}", file=sys.stderr)
-        return 1
+    spark = start_session("convert", args.master, "fastframe convert", dict(args.conf), args.ship_env)
+    if isinstance(spark, int):
+        return spark
     try:
         return _convert(spark, args, archives, out_dir, options, len(files), size, start, cluster)
     finally:
@@ -300,15 +317,13 @@ def _convert(
     spark: Any, args: argparse.Namespace, archives: Sequence[str], out_dir: str, options: Dict[str, Any],
     files: int, size: int, start: float, cluster: bool,
 ) -> int:  # fmt: skip
-    from ..spark import ExecutorProblem, check_executors, tasks_per_executor
+    from ..spark import failure_reason, tasks_per_executor
 
     sc = spark.sparkContext
     try:
-        if cluster:
-            seen = check_executors(spark, os.environ.get("PYSPARK_PYTHON", "python3"))
-            pythons = sorted({f"{s['python']} ({s['version']}, codec {s['codec']})" for s in seen})
-            hosts = sorted({s["host"] for s in seen})
-            print(f"executors' Python: {'; '.join(pythons)} on {', '.join(hosts)}", file=sys.stderr)
+        problem = check_cluster("convert", spark) if cluster else None
+        if problem is not None:
+            return problem
         if args.partitions is None:
             options["minPartitions"] = sc.defaultParallelism
         reader = spark.read.format("stomp")
@@ -327,12 +342,9 @@ def _convert(
         if ran:
             where = ", ".join(f"{executor} ({host}): {n}" for executor, (host, n) in ran.items())
             print(f"tasks per executor: {where}", file=sys.stdout)
-    except ExecutorProblem as exc:
-        print(f"fastframe convert: {exc}", file=sys.stderr)
-        return 1
     except Exception as exc:
         message = str(exc).strip().splitlines()
-        print(f"fastframe convert failed: {_failure_reason(exc)}", file=sys.stderr)
+        print(f"fastframe convert failed: {failure_reason(exc)}", file=sys.stderr)
         for line in message[1:40]:
             if "MalformedStompError" in line or "Malformed STOMP" in line:
                 print(f"  {line.strip()}", file=sys.stderr)

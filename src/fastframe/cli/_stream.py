@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import sys
 import threading
@@ -25,6 +24,7 @@ import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ._args import int_at_least, key_value
+from ._spark import add_ship_env_argument, check_cluster, start_session
 
 _positive = int_at_least(1)
 
@@ -61,6 +61,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
                      help="any other source option (e.g. timeout=60)")  # fmt: skip
     cmd.add_argument("--conf", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="Spark setting")
     cmd.add_argument("--no-progress", action="store_true", help="no progress lines")
+    add_ship_env_argument(cmd)
     return {"stream": cmd_stream}
 
 
@@ -84,10 +85,10 @@ def _source_options(args: argparse.Namespace) -> Dict[str, str]:
 
 
 def _reason(exc: BaseException) -> str:
-    """The source's own words (``BrokerError: ...`` / ``ValueError: ...``) out of Spark's long message."""
-    text = str(exc)
-    found = re.findall(r"(?:BrokerError|ValueError): (.+)", text)
-    return found[-1].strip() if found else text.strip().splitlines()[0][:500]
+    """The cause (the Python exception at the end of the traceback, ``BrokerError: ...``) in one line."""
+    from ..spark import failure_reason
+
+    return str(failure_reason(exc, limit=600))
 
 
 def _progress_line(progress: Dict[str, Any], total: int, started: float) -> str:
@@ -105,17 +106,27 @@ def cmd_stream(args: argparse.Namespace) -> int:
     if args.trigger < 0:
         print("fastframe stream: --trigger must not be negative", file=sys.stderr)
         return 2
-    from ..spark import get_session
+    from ..spark import is_local_master
 
+    if args.ship_env is not None and is_local_master(args.master):
+        print("fastframe stream: --ship-env is for a cluster --master (local mode runs this interpreter)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:
         stop.set()
 
-    spark = get_session(args.master, app_name="fastframe stream", conf=dict(args.conf))
+    spark = start_session("stream", args.master, "fastframe stream", dict(args.conf), args.ship_env)
+    if isinstance(spark, int):
+        return spark
     # after the session: PySpark's own SIGINT handler (cancel every job) would replace ours
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
+        # on a cluster, before the query: the executors' Python must import fastframe (one line if not)
+        problem = None if is_local_master(args.master) else check_cluster("stream", spark)
+        if problem is not None:
+            return problem
         reader = spark.readStream.format("stomp")
         for name, value in _source_options(args).items():
             reader = reader.option(name, value)

@@ -60,6 +60,8 @@ _LAZY = {
     "ExecutorProblem": "._cluster",
     "check_executors": "._cluster",
     "tasks_per_executor": "._cluster",
+    "failure_reason": "._cluster",
+    "is_local_master": ".session",
 }
 
 

@@ -15,6 +15,8 @@ executors' (where ``spark.archives`` unpacks) and the driver's.
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import sys
 import time
 from typing import IO, Any, Dict, List, Mapping, Optional, Set, Tuple
@@ -25,6 +27,8 @@ __all__ = [
     "ExecutorProblem",
     "check_executors",
     "driver_link_dir",
+    "editable_locations",
+    "failure_reason",
     "pack_env",
     "python_settings",
     "tasks_per_executor",
@@ -108,20 +112,99 @@ def pack_env(source: Optional[str], workdir: str) -> str:
     except ImportError:
         raise ValueError("packing an environment needs venv-pack (pip install venv-pack)") from None
     packed = os.path.join(workdir, "venv-pack.tar")
+    editable = editable_locations(prefix)
+    copy = None
     try:
+        if editable:
+            # venv-pack refuses editable installs (a clone's `pip install -e .`, what `make` builds): pack a copy
+            # whose site-packages holds what they point at instead
+            copy = _non_editable_copy(prefix, editable, os.path.join(workdir, "venv-copy"))
+        env = venv_pack.Env(copy or prefix)
+        # the executors' Python workers import the cluster's own PySpark (Spark puts it first on their
+        # PYTHONPATH): the environment's copy, half its size here, would never be imported
+        env = env.exclude("lib/python*/site-packages/pyspark/*")
         # uncompressed: packing and unpacking are several times faster, and it travels on the cluster's network
-        venv_pack.pack(prefix=prefix, output=packed, format="tar", force=True)
-    except venv_pack.VenvPackException as exc:
+        env.pack(output=packed, format="tar", force=True)
+    except (venv_pack.VenvPackException, OSError) as exc:
         raise ValueError(f"venv-pack cannot pack {prefix}: {exc}") from None
+    finally:
+        if copy is not None:
+            shutil.rmtree(copy, ignore_errors=True)
     try:
         return _as_zip(packed, os.path.join(workdir, f"{ENV_NAME}.zip"))
     finally:
         os.remove(packed)
 
 
+def editable_locations(prefix: str) -> Dict[str, List[str]]:
+    """The editable installs of a virtual environment: each ``.pth`` file that reaches outside it -> the paths.
+
+    A line of a ``.pth`` file is a folder put on ``sys.path`` (setuptools' editable install of a ``src``
+    layout, and venv-pack's test) or an ``import`` of an editable finder (setuptools' other mode), whose
+    ``MAPPING`` names each package's folder.
+    """
+    import ast
+    import glob
+
+    found: Dict[str, List[str]] = {}
+    for site in glob.glob(os.path.join(prefix, "lib", "python*", "site-packages")):
+        for pth in sorted(glob.glob(os.path.join(site, "*.pth"))):
+            with open(pth, encoding="utf-8", errors="replace") as lines:
+                for line in (raw.strip() for raw in lines):
+                    if not line or line.startswith("#"):
+                        continue
+                    if line.startswith("import "):
+                        finder = re.match(r"import (__editable___\w+_finder)\b", line)
+                        source = os.path.join(site, f"{finder.group(1)}.py") if finder else ""
+                        if finder and os.path.isfile(source):
+                            with open(source, encoding="utf-8") as code:
+                                mapping = re.search(r"^MAPPING\s*(?::[^=]*)?=\s*(\{.*?\})$", code.read(), re.M | re.S)
+                            if mapping:
+                                found.setdefault(pth, []).extend(ast.literal_eval(mapping.group(1)).values())
+                        continue
+                    location = os.path.normpath(os.path.join(site, line))
+                    if not location.startswith(os.path.normpath(prefix) + os.sep):
+                        found.setdefault(pth, []).append(location)
+    return found
+
+
+def _non_editable_copy(prefix: str, editable: Mapping[str, List[str]], dest: str) -> str:
+    """A copy of the environment at ``dest`` (hard links where the file system allows) whose editable installs
+    are replaced by copies of what they point at, in site-packages; PySpark is left out (see pack_env)."""
+
+    def link_or_copy(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    def skip(folder: str, names: List[str]) -> Set[str]:
+        if os.path.basename(folder) == "site-packages":
+            return {n for n in names if n == "pyspark" or n.startswith("__editable__")} | {
+                os.path.basename(p) for p in editable
+            }
+        return set()
+
+    shutil.copytree(prefix, dest, symlinks=True, ignore=skip, copy_function=link_or_copy)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.dist-info", "*.c", "*.o", "build", "tests")
+    for pth, locations in editable.items():
+        site = os.path.join(dest, os.path.relpath(os.path.dirname(pth), prefix))
+        for location in locations:
+            # a folder on sys.path: what it holds is importable; a finder's package: that package
+            is_path_entry = not os.path.isfile(os.path.join(location, "__init__.py"))
+            entries = sorted(os.listdir(location)) if is_path_entry else [os.path.basename(location)]
+            base = location if is_path_entry else os.path.dirname(location)
+            for name in entries:
+                source = os.path.join(base, name)
+                if os.path.isdir(source) and os.path.isfile(os.path.join(source, "__init__.py")):
+                    shutil.copytree(source, os.path.join(site, name), ignore=ignore, dirs_exist_ok=True)
+                elif os.path.isfile(source) and name.endswith((".py", ".so", ".pyd")):
+                    shutil.copy2(source, os.path.join(site, name))
+    return dest
+
+
 def _as_zip(source: str, output: str) -> str:
     import posixpath
-    import shutil
     import tarfile
     import zipfile
 
@@ -208,14 +291,72 @@ def _probe_function() -> Any:
     return probe
 
 
+# a Python exception's last line in a traceback (``ModuleNotFoundError: No module named 'fastframe'``), at column 0
+_PYTHON_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Problem))(?:: (.*))?$")
+_TRACEBACK = "Traceback (most recent call last):"
+# printed between two chained exceptions when the second was raised while handling the first (an accident in
+# the handler: PySpark 4.3 hides a data source's construction error behind an UnboundLocalError this way)
+_DURING_HANDLING = "During handling of the above exception, another exception occurred:"
+
+
+def failure_reason(exc: BaseException, limit: int = 400) -> str:
+    """One line saying why a Spark job or query failed: the Python exception at the end of the traceback.
+
+    Spark wraps a Python worker's failure in a long message whose first line
+    is Spark's own (``[PYTHON_DATA_SOURCE_ERROR] Failed to create Python data
+    source instance: Traceback (most recent call last):``); the cause is the
+    traceback's last exception line, which comes first here, followed by
+    Spark's words in parentheses. An exception raised while handling another
+    gives way to that other one. Without a Python traceback: the first line of
+    the message (with the next one when it ends with a colon), or a line
+    naming a Python that could not start. At most ``limit`` characters.
+    """
+    text = str(exc)
+    lines = text.splitlines()
+    found: List[Tuple[int, str]] = []  # (line number, "Name: message") after a traceback
+    in_traceback = False
+    for number, line in enumerate(lines):
+        if line.rstrip().endswith(_TRACEBACK):
+            in_traceback = True
+            continue
+        match = _PYTHON_EXCEPTION.match(line.rstrip())
+        if in_traceback and match:
+            found.append((number, f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2) or ''}".rstrip(": ")))
+            in_traceback = False
+    while len(found) > 1:
+        between = lines[found[-2][0] + 1 : found[-1][0]]
+        if not any(line.strip() == _DURING_HANDLING for line in between):
+            break
+        found.pop()
+    first = next((line.strip() for line in lines if line.strip()), "")
+    if found:
+        head = first.replace(_TRACEBACK, "").strip().rstrip(":").strip()
+        # a Java exception's class before the Python one says nothing more
+        head = re.sub(r":?\s*(?:org\.apache\.spark\.api\.python\.)?PythonException:?$", "", head).strip()
+        # of Spark's nested error classes ([STREAM_FAILED] Query [id = ...] terminated with exception: [...] ...)
+        # the innermost says what Spark was doing
+        classes = list(re.finditer(r"\[[A-Z][A-Z0-9_.]+\] ", head))
+        head = head[classes[-1].start() :] if classes else head
+        reason = found[-1][1] + (f" ({head})" if head else "")
+    else:
+        reason = next((line.strip() for line in lines if "Cannot run program" in line), "")
+        if not reason:
+            reason = first or type(exc).__name__
+            rest = [line.strip() for line in lines[1:4] if line.strip()]
+            for line in rest:  # PySpark ends a first line with a colon and puts the reason on the next ones
+                if not reason.endswith(":") or line.startswith(("at ", "JVM stacktrace")):
+                    break
+                reason = f"{reason} {line}"
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
+
+
 def _java_error_reason(exc: BaseException) -> str:
     text = str(exc)
-    for marker in ("Cannot run program", "PYTHON_VERSION_MISMATCH", "ModuleNotFoundError", "ImportError"):
+    for marker in ("Cannot run program", "PYTHON_VERSION_MISMATCH"):
         for line in text.splitlines():
             if marker in line:
                 return line.strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
+    return failure_reason(exc)
 
 
 def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: float = 120.0) -> List[Dict[str, Any]]:

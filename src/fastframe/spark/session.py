@@ -59,6 +59,28 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith("local[") or master.startswith("local-cluster[")
 
 
+def is_loopback_master(master: str) -> bool:
+    """True for a cluster whose master (every one of ``spark://h1:p1,h2:p2``) is on this machine's loopback."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    scheme, sep, rest = master.partition("://")
+    if not sep or scheme in ("local", "yarn"):
+        return False
+    hosts = [urlsplit(f"//{part}").hostname or "" for part in rest.split("/", 1)[0].split(",")]
+    if not hosts or not all(hosts):
+        return False
+    for host in hosts:
+        if host == "localhost":
+            continue
+        try:
+            if not ipaddress.ip_address(host).is_loopback:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
 def get_session(
     master: Optional[str] = None,
     app_name: str = "fastframe",
@@ -81,10 +103,15 @@ def get_session(
     Python the user named (``spark.pyspark.python`` in ``conf``, else
     ``PYSPARK_PYTHON``), else this interpreter's path, which the nodes must
     have with fastframe installed; the source's Python on the driver follows
-    (see :func:`fastframe.spark._cluster.python_settings`).
+    (see :func:`fastframe.spark._cluster.python_settings`). A master on
+    loopback (``spark://127.0.0.1:7077``, ``localhost``) binds the driver to
+    127.0.0.1 too (``SPARK_LOCAL_IP`` unless set, ``spark.driver.host`` and
+    ``spark.driver.bindAddress`` unless in ``conf``); any other master leaves
+    the driver's address to Spark (``SPARK_LOCAL_IP``, ``spark.driver.host``).
 
     ``ship_env`` (any master but a local one): a virtual environment's folder
-    (packed here by venv-pack) or a packed environment (venv-pack or
+    (packed here by venv-pack; an editable install is packed as a copy
+    holding what it points at) or a packed environment (venv-pack or
     conda-pack archive) to send to the executors instead (``spark.archives``);
     they run its ``bin/python3``. The driver's JVM then starts in a folder
     where that relative path leads to this interpreter's environment, so
@@ -110,6 +137,11 @@ def get_session(
             }
         )
     else:
+        if is_loopback_master(master):
+            # the executors on this machine must reach the driver at an address the master's side uses: Spark
+            # would pick the host's other address, which a cluster bound to loopback may not reach
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            settings.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
         if ship_env is not None:
             os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = SHIPPED_PYTHON
         else:
