@@ -4,20 +4,40 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import random
+import secrets
 import ssl as _ssl
 from dataclasses import dataclass
-from typing import Any, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
 from ._transport import ClientSession, FrameHook, WireHook
 
-__all__ = ["Client", "Reconnect", "connect"]
+__all__ = ["Client", "Reconnect", "connect", "log_unrouted"]
 
 _CONNECTED = State.CONNECTED
 _ERROR_TEXT = 4096  # bytes of an ERROR's body that Reconnect.retries() reads
+#: Ids of subscriptions the client ended, remembered so a MESSAGE still in flight for one is dropped
+#: quietly (it is no stranger: on_unrouted is not called for it).
+_ENDED_SUBSCRIPTIONS_KEPT = 1024
+#: Servers whose ``/temp-queue/`` replies arrive without a SUBSCRIBE (one refuses it: RabbitMQ says
+#: "not a valid destination for 'SUBSCRIBE'"), on a subscription named after the temp queue.
+_TEMP_QUEUES_WITHOUT_SUBSCRIBE = ("RabbitMQ/", "fastframe/")
+
+log = logging.getLogger("fastframe.aio")
+
+UnroutedHook = Callable[[Message], Any]
+
+
+def log_unrouted(message: Message) -> None:
+    """The default ``on_unrouted``: log (WARNING, logger ``fastframe.aio``) and drop."""
+    log.warning(
+        "dropped a MESSAGE no subscription or request takes: subscription %r, destination %r, correlation-id %r",
+        message.subscription, message.destination, message.get("correlation-id"),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -82,6 +102,9 @@ class Client:
         rng: Optional[random.Random],
         options: Dict[str, Any],
         coalesce_reads: float,
+        headers: Headers = None,
+        on_unrouted: Optional[UnroutedHook] = None,
+        reply_to: Optional[str] = None,
     ) -> None:
         if not servers:
             raise ValueError("at least one server is needed")
@@ -103,6 +126,15 @@ class Client:
         self._hooks = (frame_hook, wire_hook)
         self._rng = rng or random.Random()
         self._options = options
+        #: Headers added to every CONNECT, the reconnects' included.
+        self.connect_headers = header_list(headers)
+        #: Called with each MESSAGE no subscription or request takes (see :func:`connect`).
+        self.on_unrouted: UnroutedHook = on_unrouted or log_unrouted
+        #: The ``reply-to`` of :meth:`request` (a ``/temp-queue/`` of the client's own by default).
+        self.reply_to = reply_to or f"/temp-queue/fastframe-{secrets.token_hex(6)}"
+        self._requests: Dict[str, Tuple[asyncio.Future[Message], List[Optional[ClientSession]]]] = {}
+        self._reply_session: Optional[ClientSession] = None  # the session whose replies are set up
+        self._ended_subscriptions: Dict[str, None] = {}
         self._session: Optional[ClientSession] = None
         self._subscriptions: Dict[str, Subscription] = {}
         self._ready = asyncio.Event()  # set while a session is connected
@@ -172,6 +204,7 @@ class Client:
             passcode=passcode,
             heartbeat=self._heartbeat,
             versions=self._versions,
+            headers=self.connect_headers,
         )
         await asyncio.wait_for(
             session.open(host, port, data, ssl=self._ssl, server_hostname=host), self.connect_timeout
@@ -185,6 +218,9 @@ class Client:
         self._ready.set()
 
     def _session_ended(self, session: ClientSession) -> None:
+        for reply, sent_on in self._requests.values():  # their replies went to that session's temp queue
+            if sent_on[0] is session and not reply.done():
+                reply.set_exception(ConnectionClosedError(f"the connection ended before the reply: {session.error}"))
         if session is not self._session:
             return
         self._ready.clear()
@@ -217,10 +253,24 @@ class Client:
         self._ready.set()  # wake senders waiting for a reconnect: they see the error
 
     def _route(self, message: Message) -> None:
-        """The one place a message reaches its subscription (whatever hooks are set)."""
+        """The one place a message reaches its subscription (whatever hooks are set), or its request."""
         sub = self._subscriptions.get(message.subscription or "")
         if sub is not None:
             sub._put(message, self._closing)
+        elif message.subscription not in self._ended_subscriptions:
+            self._unrouted(message)
+
+    def _unrouted(self, message: Message) -> None:
+        """A MESSAGE for no subscription of ours: a request's reply, else ``on_unrouted``'s."""
+        correlation = message.get("correlation-id")
+        waiting = self._requests.get(correlation) if correlation is not None else None
+        if waiting is not None and not waiting[0].done():
+            waiting[0].set_result(message)
+            return
+        try:
+            self.on_unrouted(message)
+        except Exception:  # a hook's mistake must not reach the event loop (nor end the session)
+            log.exception("on_unrouted raised; the message is dropped")
 
     async def _live(self, timeout: float) -> ClientSession:
         """The connected session, waiting (at most ``timeout``) while a reconnect runs."""
@@ -275,12 +325,23 @@ class Client:
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
+        content_length: bool = True,
     ) -> None:
-        """SEND; with ``receipt=True`` wait (at most ``timeout`` s) until the server confirms it."""
+        """SEND; with ``receipt=True`` wait (at most ``timeout`` s) until the server confirms it.
+
+        ``content_length=False`` sends no ``content-length`` header: ActiveMQ then makes a JMS
+        TextMessage (a BytesMessage otherwise); a body holding a NUL cannot be sent so
+        (:class:`fastframe.protocol.LocalProtocolError`).
+        """
         if receipt or not self.send_nowait(
-            destination, body, headers, content_type=content_type, transaction=transaction
+            destination,
+            body,
+            headers,
+            content_type=content_type,
+            transaction=transaction,
+            content_length=content_length,
         ):
-            await self._send(destination, body, headers, content_type, transaction, receipt, timeout)
+            await self._send(destination, body, headers, content_type, transaction, receipt, timeout, content_length)
 
     def send_nowait(
         self,
@@ -290,6 +351,7 @@ class Client:
         *,
         content_type: Optional[str] = None,
         transaction: Optional[str] = None,
+        content_length: bool = True,
     ) -> bool:
         """SEND now, without a receipt, if that needs no wait: a session is connected and its write
         buffer is below the high-water mark. ``False`` (nothing sent) when ``send()`` would wait (a
@@ -306,7 +368,16 @@ class Client:
             return False
         # what _request does for it (is_connected, writable), without a closure, a coroutine and
         # property calls
-        session.write(session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction))
+        if content_length:
+            session.write(
+                session.conn.send(destination, body, headers, content_type=content_type, transaction=transaction)
+            )
+        else:
+            session.write(
+                session.conn.send(
+                    destination, body, headers, content_type=content_type, transaction=transaction, content_length=False
+                )
+            )
         return True
 
     async def _send(
@@ -318,12 +389,19 @@ class Client:
         transaction: Optional[str],
         receipt: bool,
         timeout: Optional[float],
+        content_length: bool = True,
     ) -> None:
         # send()'s general path, in a function of its own: the closure's cells would otherwise be
         # made on every call of send(), the everyday path included
         await self._request(
             lambda conn, rid: conn.send(
-                destination, body, headers, content_type=content_type, transaction=transaction, receipt=rid
+                destination,
+                body,
+                headers,
+                content_type=content_type,
+                transaction=transaction,
+                receipt=rid,
+                content_length=content_length,
             ),
             receipt,
             timeout,
@@ -377,6 +455,10 @@ class Client:
         """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
         if self._subscriptions.pop(sub.id, None) is None:
             return
+        ended = self._ended_subscriptions
+        ended[sub.id] = None
+        if len(ended) > _ENDED_SUBSCRIPTIONS_KEPT:
+            del ended[next(iter(ended))]
         sub._finish(None)
         sub._resume_reading()
         await self._request(
@@ -387,35 +469,117 @@ class Client:
 
     async def ack(
         self,
-        message: Message,
+        message: Union[Message, str],
         *,
+        subscription: Optional[str] = None,
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
     ) -> None:
-        """ACK ``message`` (what ``message.ack()`` does; ``client`` mode: the older ones too)."""
-        await self._settle("ACK", message, transaction, receipt, timeout)
+        """ACK ``message`` (what ``message.ack()`` does; ``client`` mode: the older ones too).
+
+        ``message`` may be an id kept from a message of the current connection: its ``ack_id`` or
+        its ``message-id`` (stomp.py's ``conn.ack(id, subscription)``); the connection knows its
+        subscription and writes the headers the STOMP version needs. ``subscription`` is needed
+        only when one message-id waits on two subscriptions. An id that names no unacknowledged
+        message of this connection is a :class:`fastframe.protocol.LocalProtocolError` (see
+        :meth:`fastframe.protocol.ClientConnection.ack`).
+        """
+        await self._settle("ACK", message, subscription, transaction, receipt, timeout)
 
     async def nack(
         self,
-        message: Message,
+        message: Union[Message, str],
         *,
+        subscription: Optional[str] = None,
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
     ) -> None:
-        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later)."""
-        await self._settle("NACK", message, transaction, receipt, timeout)
+        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later); ids as for :meth:`ack`."""
+        await self._settle("NACK", message, subscription, transaction, receipt, timeout)
 
     async def _settle(
-        self, command: str, message: Message, transaction: Optional[str], receipt: bool, timeout: Optional[float]
+        self,
+        command: str,
+        message: Union[Message, str],
+        subscription: Optional[str],
+        transaction: Optional[str],
+        receipt: bool,
+        timeout: Optional[float],
     ) -> None:
-        if message.session is not self._session or not self.is_connected:
+        if isinstance(message, Message) and (message.session is not self._session or not self.is_connected):
             raise StaleMessageError(f"cannot {command} a message of an earlier connection; it will be redelivered")
         method = ClientConnection.ack if command == "ACK" else ClientConnection.nack
         await self._request(
-            lambda conn, rid: method(conn, message, transaction=transaction, receipt=rid), receipt, timeout
+            lambda conn, rid: method(conn, message, subscription=subscription, transaction=transaction, receipt=rid),
+            receipt,
+            timeout,
         )
+
+    async def request(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        content_length: bool = True,
+        timeout: Optional[float] = None,
+    ) -> Message:
+        """SEND a request with ``reply-to`` and ``correlation-id``; return the reply (a :class:`Message`).
+
+        The reply is the first MESSAGE that carries the request's ``correlation-id`` and arrives on
+        no subscription of the client's (the client's :attr:`reply_to`, by default a
+        ``/temp-queue/`` of its own: RabbitMQ and ActiveMQ make one per connection, and the
+        in-memory broker too). A ``correlation-id`` in ``headers`` is used as given (no other
+        request may be waiting with it), otherwise the client makes one; ``reply-to`` is the
+        client's. Many requests may wait at once on one connection, each gets its own reply.
+        Waits at most ``timeout`` (the client's when None): then ``asyncio.TimeoutError``, and a
+        reply that comes later goes to ``on_unrouted``, never to another request. The connection
+        ending fails the request with :class:`ConnectionClosedError` (the reply would go to that
+        connection's temporary queue, which ends with it).
+        """
+        pairs = header_list(headers)
+        if any(name == "reply-to" for name, _ in pairs):
+            raise LocalProtocolError("request() sets reply-to itself (connect(reply_to=...) chooses it)", None)
+        correlation = next((value for name, value in pairs if name == "correlation-id"), None)
+        if correlation is None:
+            correlation = f"{self.reply_to.rsplit('/', 1)[-1]}-{self._new_id('')}"
+            pairs.append(("correlation-id", correlation))
+        if correlation in self._requests:
+            raise LocalProtocolError(f"a request with correlation-id {correlation!r} is waiting already", None)
+        pairs.append(("reply-to", self.reply_to))
+        reply: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
+        sent_on: List[Optional[ClientSession]] = [None]
+        self._requests[correlation] = (reply, sent_on)
+        limit = self.timeout if timeout is None else timeout
+
+        async def run() -> Message:
+            session = await self._live(limit)
+            self._receive_replies(session)
+            session.write(
+                session.conn.send(destination, body, pairs, content_type=content_type, content_length=content_length)
+            )  # (built and written in one step: the session that carries it is the one it waits on)
+            sent_on[0] = session
+            return await reply
+
+        try:
+            return await asyncio.wait_for(run(), limit)
+        finally:
+            del self._requests[correlation]  # a reply that comes later is unrouted
+
+    def _receive_replies(self, session: ClientSession) -> None:
+        """Once per connection: SUBSCRIBE to :attr:`reply_to`, unless the server delivers its
+        ``/temp-queue/`` replies without one (RabbitMQ refuses such a SUBSCRIBE; ActiveMQ needs it).
+        The subscription is none of the client's: its messages take :meth:`_unrouted`'s way."""
+        if session is self._reply_session:
+            return
+        connected = session.connected.result()
+        server = str(connected.frame.get("server") or "")
+        if not (self.reply_to.startswith("/temp-queue/") and server.startswith(_TEMP_QUEUES_WITHOUT_SUBSCRIBE)):
+            session.write(session.conn.subscribe(self._new_id("replies-"), self.reply_to))
+        self._reply_session = session
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
         """``async with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
@@ -531,6 +695,9 @@ def connect(
     wire_hook: Optional[WireHook] = None,
     rng: Optional[random.Random] = None,
     coalesce_reads: float = 0.002,
+    headers: Headers = None,
+    on_unrouted: Optional[UnroutedHook] = None,
+    reply_to: Optional[str] = None,
     **options: Any,
 ) -> _Connector:
     """Connect to a STOMP server: ``async with connect(host, port) as client`` (or ``await connect(...)``).
@@ -546,7 +713,19 @@ def connect(
     the answer to what the process just sent (on this connection or another), are read as soon as
     they arrive; a receipt wait ends a rest. ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,
-    decoder limits and tolerances).
+    ``unknown_subscriptions``, decoder limits and tolerances).
+
+    ``headers`` go on every CONNECT, a reconnect's too (``client-id`` for ActiveMQ's durable topic
+    subscriptions, a vendor's headers; those the other arguments write are refused).
+    ``on_unrouted(message)`` is called, in the event loop, with every MESSAGE that no subscription
+    of the client and no waiting :meth:`Client.request` takes: a reply that came after its request
+    gave up, a message for a subscription the client never made. It must not block; what it raises
+    is logged. The default, :func:`log_unrouted`, logs a WARNING and drops the message. Messages
+    still in flight for a subscription the client ended are dropped without a call. ``reply_to`` is
+    where :meth:`Client.request`'s replies go: by default ``/temp-queue/fastframe-<random>``, a
+    temporary queue of the connection on RabbitMQ, ActiveMQ and the in-memory broker; on a broker
+    without temporary queues, name a queue only this client reads (the client subscribes to it
+    once per connection).
 
     When a request fails (its ``timeout`` passes, it is cancelled, or the connection ends), what is
     left where:
@@ -575,6 +754,6 @@ def connect(
         all_servers, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
         heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
         reconnect=reconnect, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng, options=options,
-        coalesce_reads=coalesce_reads,
+        coalesce_reads=coalesce_reads, headers=headers, on_unrouted=on_unrouted, reply_to=reply_to,
     )  # fmt: skip
     return _Connector(client)
