@@ -6,12 +6,24 @@ imports ``fastframe.server`` nor ``fastframe.aio``.
 
 from __future__ import annotations
 
-from ._core import ACK_MODES, DEFAULT_MAX_STORED_BYTES, BrokerCore, Session, SessionHandle
+from ._core import (
+    ACK_MODES,
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    DEFAULT_MAX_TRANSACTION_BYTES,
+    DEFAULT_MAX_TRANSACTIONS,
+    BrokerCore,
+    Session,
+    SessionHandle,
+)
 from ._errors import ERRORS, error_frame, error_parts
 
 __all__ = [
     "ACK_MODES",
     "DEFAULT_MAX_STORED_BYTES",
+    "DEFAULT_MAX_SUBSCRIPTIONS",
+    "DEFAULT_MAX_TRANSACTION_BYTES",
+    "DEFAULT_MAX_TRANSACTIONS",
     "ERRORS",
     "BrokerCore",
     "Session",

@@ -30,11 +30,28 @@ import fastframe
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 
-__all__ = ["BrokerCore", "Session", "SessionHandle", "ACK_MODES", "DEFAULT_MAX_STORED_BYTES", "TEMP_QUEUE_PREFIX"]
+__all__ = [
+    "BrokerCore",
+    "Session",
+    "SessionHandle",
+    "ACK_MODES",
+    "DEFAULT_MAX_STORED_BYTES",
+    "DEFAULT_MAX_TRANSACTION_BYTES",
+    "DEFAULT_MAX_TRANSACTIONS",
+    "DEFAULT_MAX_SUBSCRIPTIONS",
+    "TEMP_QUEUE_PREFIX",
+]
 
 ACK_MODES = ("auto", "client", "client-individual")
-#: Bytes of bodies the broker keeps for queues nobody consumes yet, all queues together.
+#: Bytes of messages (bodies and headers) the broker holds for queues nobody consumes yet and in open
+#: transactions, all connections together.
 DEFAULT_MAX_STORED_BYTES = 64 * 1024 * 1024
+#: Bytes one connection may hold in its open transactions (within the broker's limit above).
+DEFAULT_MAX_TRANSACTION_BYTES = 16 * 1024 * 1024
+#: Transactions one connection may have open, and subscriptions it may hold at once.
+DEFAULT_MAX_TRANSACTIONS = 100
+DEFAULT_MAX_SUBSCRIPTIONS = 10_000
+_HEADER_OVERHEAD = 2  # a header's colon and newline: what a held header costs beyond its name and value
 _TX_COMMANDS = frozenset({"SEND", "ACK", "NACK"})
 _PREFIXES = ("/queue/", "/topic/")
 _TEMP_QUEUE = "/temp-queue/"
@@ -87,6 +104,11 @@ class _Published:
         self.tails: Dict[str, Tuple[bool, bytes]] = {}  # escape set -> (1.2 escapes needed, bytes)
 
 
+def held_size(headers: Sequence[Tuple[str, str]], body: bytes) -> int:
+    """What a message held by the broker counts against its limits: its body and its headers."""
+    return len(body) + sum(len(name) + len(value) + _HEADER_OVERHEAD for name, value in headers)
+
+
 class _Subscription:
     __slots__ = ("session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2", "ack_header")
 
@@ -126,6 +148,8 @@ class Session:
         self.pending: Dict[str, _Subscription] = {}
         #: transaction id -> frames held until COMMIT
         self.transactions: Dict[str, List[Any]] = {}
+        #: bytes the frames held in transactions count (see :func:`held_size`)
+        self.transaction_bytes = 0
         self.closed = False
         #: MESSAGE bytes routed by receive_many() and not yet written (one write per connection and read)
         self.outbox: List[bytes] = []
@@ -157,9 +181,16 @@ class BrokerCore:
 
     Args:
         users: login -> passcode; ``None`` accepts any login (or none).
-        max_stored_bytes: bound on the bodies held in queues that nobody consumes yet; a SEND past it
-            is refused with an ERROR (the sender is the one slowed, never the broker's memory).
+        max_stored_bytes: bound on the messages (bodies and headers) held in queues that nobody consumes
+            yet and in open transactions, all connections together; a SEND past it is refused with an
+            ERROR that names the limit (the sender is the one refused, never the broker's memory).
+        max_transaction_bytes: bound on what one connection holds in its open transactions.
+        max_transactions: transactions one connection may have open at once.
+        max_subscriptions: subscriptions one connection may hold at once.
         server: the ``server`` header of CONNECTED.
+
+    A queue that is empty and has no subscriber is forgotten, so memory returns to its baseline when
+    clients leave.
     """
 
     def __init__(
@@ -167,10 +198,24 @@ class BrokerCore:
         *,
         users: Optional[Mapping[str, str]] = None,
         max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+        max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES,
+        max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         server: str = f"fastframe/{fastframe.__version__}",
     ) -> None:
+        for name, limit in (
+            ("max_stored_bytes", max_stored_bytes),
+            ("max_transaction_bytes", max_transaction_bytes),
+            ("max_transactions", max_transactions),
+            ("max_subscriptions", max_subscriptions),
+        ):
+            if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+                raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
         self.users = dict(users) if users is not None else None
         self.max_stored_bytes = max_stored_bytes
+        self.max_transaction_bytes = max_transaction_bytes
+        self.max_transactions = max_transactions
+        self.max_subscriptions = max_subscriptions
         self.server = server
         self.sessions: Dict[str, Session] = {}
         self.queues: Dict[str, _Queue] = {}
@@ -206,13 +251,13 @@ class BrokerCore:
         if session.closed:
             return
         session.closed = True
-        session.transactions.clear()
+        self._end_transactions(session)
         for sub in list(session.subscriptions.values()):
             self._drop_subscription(sub)
         for destination in session.temp_queues:
             queue = self.queues.pop(destination, None)
             if queue is not None:
-                self.stored_bytes -= sum(len(message.body) for message, _ in queue.messages)
+                self.stored_bytes -= sum(held_size(message.headers, message.body) for message, _ in queue.messages)
         self.sessions.pop(session.name, None)
 
     def fail(self, session: Session, kind: str, *args: Any) -> None:
@@ -258,6 +303,8 @@ class BrokerCore:
                 self.fail(session, "transaction-unknown", tx)
                 return
             if command == "SEND" and not self._check_destination(session, frame):
+                return
+            if not self._hold(session, frame):
                 return
             held.append(frame)
         else:
@@ -417,11 +464,14 @@ class BrokerCore:
         if queue.consumers and not queue.messages:
             self._deliver(self._next_consumer(queue), message, False)
             return
-        if self.stored_bytes + len(message.body) > self.max_stored_bytes and sender is not None:
+        size = held_size(message.headers, message.body)
+        if self.stored_bytes + size > self.max_stored_bytes and sender is not None:
             self.fail(sender, "full", self.max_stored_bytes)
+            if not queue.messages and not queue.consumers:
+                del self.queues[destination]  # (made for this message: nothing to remember)
             return
         queue.messages.append((message, False))
-        self.stored_bytes += len(message.body)
+        self.stored_bytes += size
 
     @staticmethod
     def _next_consumer(queue: _Queue) -> _Subscription:
@@ -435,7 +485,7 @@ class BrokerCore:
         """Deliver what a queue holds while it has consumers."""
         while queue.messages and queue.consumers:
             message, redelivered = queue.messages.popleft()
-            self.stored_bytes -= len(message.body)
+            self.stored_bytes -= held_size(message.headers, message.body)
             self._deliver(self._next_consumer(queue), message, redelivered)
 
     def _deliver(self, sub: _Subscription, message: _Published, redelivered: bool) -> None:
@@ -472,6 +522,9 @@ class BrokerCore:
         key = sub_id if sub_id is not None else destination
         if key in session.subscriptions:
             self.fail(session, "duplicate-subscription", key)
+            return
+        if len(session.subscriptions) >= self.max_subscriptions:
+            self.fail(session, "subscriptions-open", self.max_subscriptions)
             return
         sub = _Subscription(session, key, destination, ack, sub_id is not None)
         session.subscriptions[key] = sub
@@ -512,12 +565,14 @@ class BrokerCore:
         self._requeue(queue, list(sub.unacked.values()))
         sub.unacked.clear()
         self._drain(queue)
+        if not queue.consumers and not queue.messages:
+            del self.queues[sub.destination]  # forgotten: a queue's name is no memory once unused
 
     def _requeue(self, queue: _Queue, messages: List[_Published]) -> None:
         # back at the head, in their original order; stored again until a consumer takes them
         for message in reversed(messages):
             queue.messages.appendleft((message, True))
-            self.stored_bytes += len(message.body)
+            self.stored_bytes += held_size(message.headers, message.body)
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -583,6 +638,9 @@ class BrokerCore:
         if tx in session.transactions:
             self.fail(session, "transaction-duplicate", tx)
             return
+        if len(session.transactions) >= self.max_transactions:
+            self.fail(session, "transactions-open", self.max_transactions)
+            return
         session.transactions[tx] = []
 
     def _commit(self, session: Session, frame: Any) -> None:
@@ -593,6 +651,7 @@ class BrokerCore:
         if held is None:
             self.fail(session, "transaction-unknown", tx)
             return
+        self._release(session, held)
         for inner in held:
             if session.closed:
                 break
@@ -600,8 +659,37 @@ class BrokerCore:
 
     def _abort(self, session: Session, frame: Any) -> None:
         tx = self._transaction(session, frame)
-        if tx is not None and session.transactions.pop(tx, None) is None:
+        if tx is None:
+            return
+        held = session.transactions.pop(tx, None)
+        if held is None:
             self.fail(session, "transaction-unknown", tx)
+            return
+        self._release(session, held)
+
+    def _hold(self, session: Session, frame: Any) -> bool:
+        """Count a frame held in a transaction against the limits (an ERROR and False past one)."""
+        size = held_size(frame.headers, frame.body)
+        if session.transaction_bytes + size > self.max_transaction_bytes:
+            self.fail(session, "transaction-bytes", self.max_transaction_bytes)
+            return False
+        if self.stored_bytes + size > self.max_stored_bytes:
+            self.fail(session, "full", self.max_stored_bytes)
+            return False
+        session.transaction_bytes += size
+        self.stored_bytes += size
+        return True
+
+    def _release(self, session: Session, held: List[Any]) -> None:
+        """The frames of a transaction that ended no longer count (a COMMIT's SENDs count again if stored)."""
+        size = sum(held_size(frame.headers, frame.body) for frame in held)
+        session.transaction_bytes -= size
+        self.stored_bytes -= size
+
+    def _end_transactions(self, session: Session) -> None:
+        for held in session.transactions.values():
+            self._release(session, held)
+        session.transactions.clear()
 
     def _disconnect(self, session: Session, frame: Any) -> None:
         receipt = frame.get("receipt")

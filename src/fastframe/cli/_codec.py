@@ -75,6 +75,15 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     )  # fmt: skip
     brk.add_argument("--record", metavar="DIR", help="record every connection into an archive in DIR "
                      "(DIR/fastframe-broker/DATE/conn-NNNN.c2s.stomp and .s2c.stomp, see fastframe record)")  # fmt: skip
+    brk.add_argument(
+        "--max-stored-bytes",
+        type=_args.size,
+        default=None,
+        metavar="SIZE",
+        help="bytes of messages held for queues without consumers and in transactions (default 64m)",
+    )
+    brk.add_argument("--max-transaction-bytes", type=_args.size, default=None, metavar="SIZE",
+                     help="bytes one connection may hold in open transactions (default 16m)")  # fmt: skip
     _args.add_credential_arguments(brk)
     return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
@@ -231,6 +240,9 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
     options: Dict[str, Any] = {}
+    for limit in ("max_stored_bytes", "max_transaction_bytes"):
+        if getattr(args, limit) is not None:
+            options[limit] = getattr(args, limit)
     archive = None
     if args.record:
         from ..capture import Archive

@@ -13,7 +13,13 @@ import contextlib
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional
 
-from ..broker import DEFAULT_MAX_STORED_BYTES, BrokerCore
+from ..broker import (
+    DEFAULT_MAX_STORED_BYTES,
+    DEFAULT_MAX_SUBSCRIPTIONS,
+    DEFAULT_MAX_TRANSACTION_BYTES,
+    DEFAULT_MAX_TRANSACTIONS,
+    BrokerCore,
+)
 from ._serve import ServedConnection, Server, serve
 from ._signals import stop_on_signals
 
@@ -45,7 +51,10 @@ class Broker:
     Args:
         host, port: where to listen (``port=0``: a free port, read it from :attr:`port`).
         users: login -> passcode; ``None`` (the default) accepts any login.
-        max_stored_bytes: bound on bodies held for queues without consumers.
+        max_stored_bytes: bound on the messages (bodies and headers) held for queues without consumers
+            and in open transactions, all connections together (64 MiB).
+        max_transaction_bytes, max_transactions, max_subscriptions: per connection, the bytes held in
+            its open transactions (16 MiB), the transactions open (100), the subscriptions (10,000).
         ssl: an ``ssl.SSLContext`` to serve TLS.
         decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
         **server_options: the options of :func:`fastframe.server.serve` (timeouts, heart-beats, bounds).
@@ -58,13 +67,22 @@ class Broker:
         *,
         users: Optional[Mapping[str, str]] = None,
         max_stored_bytes: int = DEFAULT_MAX_STORED_BYTES,
+        max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES,
+        max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
+        max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         ssl: Optional[_ssl.SSLContext] = None,
         decoder_options: Optional[Mapping[str, Any]] = None,
         **server_options: Any,
     ) -> None:
         self.host = host
         self._port = port
-        self.core = BrokerCore(users=users, max_stored_bytes=max_stored_bytes)
+        self.core = BrokerCore(
+            users=users,
+            max_stored_bytes=max_stored_bytes,
+            max_transaction_bytes=max_transaction_bytes,
+            max_transactions=max_transactions,
+            max_subscriptions=max_subscriptions,
+        )
         self._ssl = ssl
         self._decoder_options = decoder_options
         self._server_options: Dict[str, Any] = server_options
