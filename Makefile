@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-EXTRAS ?= test,bench,spark,zstd
+EXTRAS ?= test,bench,spark,zstd,ws
 
 .PHONY: demo test bench docs clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 

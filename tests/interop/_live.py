@@ -1,4 +1,5 @@
-"""Live interop against real brokers: RabbitMQ (127.0.0.1:61613) and ActiveMQ (127.0.0.1:61614).
+"""Live interop against real brokers: RabbitMQ (127.0.0.1:61613, and STOMP over WebSocket at
+ws://127.0.0.1:15674/ws: ``rabbitmq-ws``) and ActiveMQ (127.0.0.1:61614).
 
 ``.ci/brokers start`` starts both (``.ci/run`` does it before ``make test``). Locally a broker that does
 not answer CONNECT makes its tests skip with the reason; with ``CI=true`` it is a failure.
@@ -10,6 +11,7 @@ capability of the broker (:class:`Broker`), never by a special case in the codec
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import socket
 import subprocess
@@ -49,6 +51,13 @@ class Broker:
     #: characters that survive a round trip in header names / values, per version (see the quirk table)
     name_chars: Dict[str, FrozenSet[str]] = field(default_factory=dict)
     value_chars: Dict[str, FrozenSet[str]] = field(default_factory=dict)
+    #: a ws:// URL: the clients connect over WebSocket (``port`` is then the URL's)
+    url: Optional[str] = None
+
+    @property
+    def address(self) -> str:
+        """What the clients' ``connect`` takes first: the URL, or the host (with ``port``)."""
+        return self.url or HOST
 
     def options(self, version: str) -> Dict[str, Any]:
         return {**self.common, **self.per_version.get(version, {})}
@@ -92,12 +101,31 @@ BROKERS = {
         value_chars={"1.0": frozenset(), "1.1": NO_CR, "1.2": ALL},
     ),
 }
+# RabbitMQ's Web-STOMP plugin: the same broker and quirks, every scenario over WebSocket
+BROKERS["rabbitmq-ws"] = dataclasses.replace(
+    BROKERS["rabbitmq"], name="rabbitmq-ws", port=15674, url="ws://127.0.0.1:15674/ws"
+)
 #: brokers this suite starts itself (in a child process, for the session), rather than .ci/brokers
 STARTED_HERE = {
     # heart-beats of 0.5 s as offered by the heart-beat test (RabbitMQ takes the client's; the default is 10 s)
     "fastframe": [sys.executable, "-m", "fastframe", "broker", "--port", "61615", "--user", "guest:guest",
                   "--heartbeat", "500,500"],
 }  # fmt: skip
+
+
+def websocket_stomp_answers(url: str, timeout: float = 5.0) -> bool:
+    """True when ``url`` (ws://) answers a STOMP CONNECT with CONNECTED within ``timeout`` seconds."""
+    import fastframe.aio
+
+    async def probe() -> None:
+        client = await fastframe.aio.connect(url, login="guest", passcode="guest", connect_timeout=timeout)
+        await client.disconnect(timeout=timeout)
+
+    try:
+        asyncio.run(asyncio.wait_for(probe(), timeout * 2))
+    except (OSError, asyncio.TimeoutError, ImportError):
+        return False
+    return True
 
 
 def stomp_answers(port: int, timeout: float = 5.0) -> bool:
@@ -126,9 +154,10 @@ _seen_up: Dict[str, bool] = {}
 def require_broker(broker: Broker) -> None:
     """Skip (locally) or fail (CI=true) when the broker does not answer CONNECT."""
     if broker.name not in _seen_up or not _seen_up[broker.name]:
-        _seen_up[broker.name] = stomp_answers(broker.port)
+        _seen_up[broker.name] = websocket_stomp_answers(broker.url) if broker.url else stomp_answers(broker.port)
     if not _seen_up[broker.name]:
-        reason = f"{broker.name} does not answer CONNECT on {HOST}:{broker.port} (start it: .ci/brokers start)"
+        where = broker.url or f"{HOST}:{broker.port}"
+        reason = f"{broker.name} does not answer CONNECT on {where} (start it: .ci/brokers start)"
         if IN_CI:
             pytest.fail(reason + "; CI=true requires the live brokers", pytrace=False)
         pytest.skip(reason)
@@ -158,7 +187,8 @@ def own_broker() -> Iterator[None]:
 
 @pytest.fixture(params=sorted(BROKERS), scope="session")
 def broker(request: pytest.FixtureRequest) -> Broker:
-    """Each live broker in turn (``activemq``, ``fastframe``, ``rabbitmq``); skips or fails when it is not up."""
+    """Each live broker in turn (``activemq``, ``fastframe``, ``rabbitmq``, ``rabbitmq-ws``); skips or fails
+    when it is not up."""
     found = BROKERS[request.param]
     if found.name in STARTED_HERE:
         request.getfixturevalue("own_broker")
@@ -264,7 +294,7 @@ class open_session:
 
         options = {**broker.options(version), "frame_hook": count, **options}
         self.connector = fastframe.aio.connect(
-            HOST, broker.port, versions=(version,), heartbeat=heartbeat, timeout=20.0, **options
+            broker.address, broker.port, versions=(version,), heartbeat=heartbeat, timeout=20.0, **options
         )
 
     async def __aenter__(self) -> Session:

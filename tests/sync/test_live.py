@@ -17,7 +17,7 @@ import pytest
 
 import fastframe.sync
 from fastframe import aio
-from interop._live import BROKERS, HOST, Broker, require_broker, unique
+from interop._live import BROKERS, Broker, require_broker, unique
 
 from ._servers import BrokerThread
 
@@ -30,7 +30,7 @@ def memory_broker() -> Iterator[BrokerThread]:
         yield running
 
 
-@pytest.fixture(params=["activemq", "memory", "rabbitmq"])
+@pytest.fixture(params=["activemq", "memory", "rabbitmq", "rabbitmq-ws"])
 def broker(request: pytest.FixtureRequest) -> Broker:
     if request.param == "memory":
         running: BrokerThread = request.getfixturevalue("memory_broker")
@@ -47,7 +47,7 @@ def version(request: pytest.FixtureRequest) -> str:
 
 def open_client(broker: Broker, version: str, **options: Any) -> fastframe.sync.Client:
     return fastframe.sync.connect(
-        HOST, broker.port, versions=(version,), timeout=20.0, **{**broker.options(version), **options}
+        broker.address, broker.port, versions=(version,), timeout=20.0, **{**broker.options(version), **options}
     )
 
 

@@ -8,6 +8,7 @@ import logging
 import random
 import secrets
 import ssl as _ssl
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
 
@@ -38,6 +39,25 @@ def log_unrouted(message: Message) -> None:
         "dropped a MESSAGE no subscription or request takes: subscription %r, destination %r, correlation-id %r",
         message.subscription, message.destination, message.get("correlation-id"),
     )  # fmt: skip
+
+
+#: A server to connect to: ``(host, port)`` for STOMP over TCP, or a ``ws://``/``wss://`` URL.
+ServerAddress = Union[Tuple[str, int], str]
+
+
+def _is_url(host: str) -> bool:
+    return host.startswith(("ws://", "wss://"))
+
+
+def _address(server: ServerAddress) -> Tuple[str, int, Optional[str]]:
+    """``(host, port, url)`` of a server; ``url`` is None for TCP."""
+    if isinstance(server, str):
+        parts = urllib.parse.urlsplit(server)
+        if not _is_url(server) or not parts.hostname:
+            raise ValueError(f"a server is (host, port) or a ws:// or wss:// URL, not {server!r}")
+        return parts.hostname, parts.port or (443 if parts.scheme == "wss" else 80), server
+    host, port = server
+    return host, port, None
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,7 @@ class Client:
 
     def __init__(
         self,
-        servers: Sequence[Tuple[str, int]],
+        servers: Sequence[ServerAddress],
         *,
         ssl: Optional[_ssl.SSLContext],
         login: Optional[str],
@@ -175,11 +195,11 @@ class Client:
         last: Optional[BaseException] = None
         for delay in policy.delays(self._rng):
             await asyncio.sleep(delay)
-            for host, port in self.servers:
+            for server in self.servers:
                 if self._closing:
                     raise ConnectionClosedError("the client was closed")
                 try:
-                    await self._open(host, port)
+                    await self._open(*_address(server))
                     return
                 except (OSError, asyncio.TimeoutError, ConnectionClosedError) as exc:
                     if isinstance(exc, ServerError) and (self.reconnect_policy is None or not policy.retries(exc)):
@@ -187,7 +207,7 @@ class Client:
                     last = exc
         raise ConnectionClosedError(f"could not connect to any of {self.servers}: {last}") from last
 
-    async def _open(self, host: str, port: int) -> None:
+    async def _open(self, host: str, port: int, url: Optional[str] = None) -> None:
         conn = ClientConnection(**self._options)
         session = ClientSession(
             conn,
@@ -198,17 +218,25 @@ class Client:
         )
         conn.message_class = functools.partial(Message, client=self, session=session)
         login, passcode = self._credentials
+        versions: Sequence[str] = self._versions
+        started = asyncio.get_running_loop().time()
+        if url is not None:  # the upgrade first: the subprotocol the server chose narrows what CONNECT offers
+            versions = await asyncio.wait_for(
+                session.open_websocket(url, versions=versions, ssl=self._ssl, decoder_options=self._options),
+                self.connect_timeout,
+            )
         data = conn.connect(
-            self._host_header or host,
+            self._host_header or (host if url is None else "/"),  # (Web-STOMP: the host header is the vhost)
             login=login,
             passcode=passcode,
             heartbeat=self._heartbeat,
-            versions=self._versions,
+            versions=versions,
             headers=self.connect_headers,
         )
+        remaining = max(0.0, self.connect_timeout - (asyncio.get_running_loop().time() - started))
         await asyncio.wait_for(
-            session.open(host, port, data, ssl=self._ssl, server_hostname=host), self.connect_timeout
-        )  # success means CONNECTED arrived, not that TCP connected
+            session.open(host, port, data, ssl=self._ssl, server_hostname=host), remaining
+        )  # success means CONNECTED arrived, not that TCP connected (nor the WebSocket upgrade)
         self._session = session
         self.connections += 1
         for sub in self._subscriptions.values():  # re-establish, with the same ids
@@ -690,7 +718,7 @@ def connect(
     connect_timeout: float = 10.0,
     max_queue: int = 100,
     reconnect: Optional[Reconnect] = None,
-    servers: Optional[Sequence[Tuple[str, int]]] = None,
+    servers: Optional[Sequence[ServerAddress]] = None,
     frame_hook: Optional[FrameHook] = None,
     wire_hook: Optional[WireHook] = None,
     rng: Optional[random.Random] = None,
@@ -748,8 +776,22 @@ def connect(
     grows) and proves the server alive; a server that sends nothing within one more deadline is a
     :class:`HeartbeatTimeout`, after the messages already read were queued. Once the side buffer is
     full, the server counts as alive until the consumer catches up.
+
+    STOMP over WebSocket: ``host`` (and any entry of ``servers``) may be a ``ws://`` or ``wss://``
+    URL, e.g. ``"ws://127.0.0.1:15674/ws"`` (RabbitMQ Web-STOMP; ``port`` is then unused; ``ssl`` is
+    the context for ``wss://``). It needs the ``ws`` extra (``pip install "fastframe[ws]"``). The
+    upgrade offers the subprotocols ``v10.stomp``, ``v11.stomp``, ``v12.stomp`` of ``versions``;
+    CONNECT then offers the version of the one the server chose, or all of ``versions`` when it
+    chose none. Every frame and heart-beat goes out as a WebSocket message of its own (text when
+    it is UTF-8, binary otherwise); what comes in may be split in any way, in text or binary
+    messages. ``connect_timeout`` covers the upgrade; a message larger than ``max_frame_size`` ends
+    the connection with :class:`fastframe.websocket.WebSocketError` (as its ``__cause__``) before
+    its payload is read. Everything else (heart-beats, flow control, reconnect, hooks, which see
+    the STOMP bytes) works as over TCP.
     """
-    all_servers: List[Tuple[str, int]] = [(host, port), *(servers or ())]
+    all_servers: List[ServerAddress] = [host if _is_url(host) else (host, port), *(servers or ())]
+    for server in all_servers:
+        _address(server)  # a URL that is not a WebSocket's is refused now, not at the first attempt
     client = Client(
         all_servers, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
         heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl as _ssl
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..protocol import (
     ClientConnection,
@@ -183,6 +183,9 @@ class ClientSession:
         self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
         self._ending = False
         self._closing_down = False
+        #: True over a WebSocket (:meth:`open_websocket`): each frame and heart-beat goes out as a
+        #: message of its own, so corked writes are handed over as a list, never joined
+        self.message_per_write = False
 
     # ------------------------------------------------------------------ opening
 
@@ -195,17 +198,50 @@ class ClientSession:
         ssl: Optional[_ssl.SSLContext],
         server_hostname: Optional[str],
     ) -> Connected:
-        """TCP (and TLS) connect, send CONNECT, wait for CONNECTED (the caller bounds the wait)."""
+        """TCP (and TLS) connect, send CONNECT, wait for CONNECTED (the caller bounds the wait).
+        After :meth:`open_websocket`, CONNECT goes over the WebSocket (``host`` and ``port`` unused)."""
         try:
-            reader = _BufferedReader if self.reads_into_buffer else _Reader
-            await self._loop.create_connection(
-                lambda: reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
-            )
+            if self.transport is None:
+                reader = _BufferedReader if self.reads_into_buffer else _Reader
+                await self._loop.create_connection(
+                    lambda: reader(self), host, port, ssl=ssl, server_hostname=server_hostname if ssl else None
+                )
             self.write(connect_frame)
             return await asyncio.shield(self.connected)
         except BaseException as exc:
             self.abort(exc if isinstance(exc, Exception) else ConnectionClosedError("connect cancelled"))
             raise
+
+    async def open_websocket(
+        self,
+        url: str,
+        *,
+        versions: Sequence[str],
+        ssl: Optional[_ssl.SSLContext],
+        decoder_options: Mapping[str, Any],
+    ) -> Sequence[str]:
+        """Open a WebSocket to ``url`` (``ws://`` or ``wss://``; :mod:`fastframe.websocket`, the ``ws``
+        extra); :meth:`open` then sends CONNECT over it. Returns the versions CONNECT may offer: the
+        one of the subprotocol the server chose, or all of ``versions`` when it chose none (STOMP
+        negotiates as over TCP). A WebSocket message larger than the decoder's ``max_frame_size`` (in
+        ``decoder_options``) ends the session before its payload is read. The caller bounds the wait.
+        """
+        from .. import websocket  # the extra is imported when a WebSocket is asked for
+
+        self.message_per_write = True
+        try:
+            transport, _ = await websocket.connect(
+                url,
+                lambda: _Reader(self),
+                versions=versions,
+                ssl=ssl,
+                max_size=websocket.max_message_size(decoder_options),
+            )
+        except BaseException as exc:
+            self.abort(exc if isinstance(exc, Exception) else ConnectionClosedError("connect cancelled"))
+            raise
+        chosen = websocket.subprotocol_version(transport.get_extra_info("subprotocol"))
+        return (chosen,) if chosen else tuple(versions)
 
     def _made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -336,6 +372,14 @@ class ClientSession:
 
     def _uncork(self) -> None:
         if not self._corked:
+            return
+        if self.message_per_write:  # (a WebSocket: a message per frame)
+            corked, self._corked = self._corked, []
+            self._corked_size = 0
+            if self.transport is not None and not self.transport.is_closing():
+                self.transport.writelines(corked)
+                self.conn.data_sent(self._loop.time())
+                _Writes.count += 1
             return
         data = self._corked[0] if len(self._corked) == 1 else b"".join(self._corked)
         self._corked.clear()

@@ -376,7 +376,7 @@ def connect(
     connect_timeout: float = 10.0,
     max_queue: int = 500,
     reconnect: Optional[aio.Reconnect] = None,
-    servers: Optional[Sequence[Tuple[str, int]]] = None,
+    servers: Optional[Sequence[Union[Tuple[str, int], str]]] = None,
     frame_hook: Optional[Callable[[str, Optional[Any]], None]] = None,
     wire_hook: Optional[Callable[[str, bytes], None]] = None,
     rng: Optional[random.Random] = None,
@@ -400,7 +400,9 @@ def connect(
     (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
     ERROR answer to CONNECT, :class:`TimeoutError`, ``ConnectionClosedError``). Each attempt waits at
     most ``connect_timeout``; with a ``reconnect`` policy of unlimited attempts, connecting goes on
-    until one succeeds (Ctrl-C stops it), as with :func:`fastframe.aio.connect`.
+    until one succeeds (Ctrl-C stops it), as with :func:`fastframe.aio.connect`. ``host`` (and any
+    entry of ``servers``) may be a ``ws://`` or ``wss://`` URL: STOMP over WebSocket, as with
+    :func:`fastframe.aio.connect` (the ``ws`` extra).
     """
     runner = LoopThread.acquire()
 
