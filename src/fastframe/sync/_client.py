@@ -10,6 +10,7 @@ import threading
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import aio
+from ..protocol import LocalProtocolError
 from ._loop import ConnectionClosedLater, LoopThread, Outbox, blocking_timeout
 from ._subscription import Message, Subscription, Transaction, loop_share
 
@@ -145,9 +146,24 @@ class Client:
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
+        content_length: bool = True,
     ) -> None:
         """SEND. Without a receipt it returns once the frame is queued for the I/O thread (as a socket
-        write returns once the kernel has the bytes); with ``receipt=True`` once the server confirmed it."""
+        write returns once the kernel has the bytes); with ``receipt=True`` once the server confirmed it.
+        ``content_length=False``: no ``content-length`` header (ActiveMQ makes a TextMessage; see
+        :meth:`fastframe.aio.Client.send`); a body holding a NUL is refused at once."""
+        if not content_length:
+            if isinstance(body, str):
+                body = body.encode("utf-8")
+                content_type = content_type or "text/plain;charset=utf-8"
+            if b"\0" in body:  # (refused here, not by the next call: the frame never leaves)
+                raise LocalProtocolError("cannot SEND a body holding a NUL with content_length=False", None)
+            if not receipt:
+                self._post(
+                    self._inner.send, destination, body, headers,
+                    content_type=content_type, transaction=transaction, content_length=False,
+                )  # fmt: skip
+                return
         if not receipt:
             outbox = self._outbox
             if outbox.failure is not None or self._over.is_set():
@@ -160,6 +176,7 @@ class Client:
         self._call(
             timeout, self._inner.send, destination, body, headers,
             content_type=content_type, transaction=transaction, receipt=True, timeout=timeout,
+            content_length=content_length,
         )  # fmt: skip
 
     def _send_batch(self, batch: List[Tuple[Any, ...]], failed: Callable[[BaseException], None]) -> int:
@@ -239,33 +256,65 @@ class Client:
 
     def ack(
         self,
-        message: Message,
+        message: Union[Message, str],
         *,
+        subscription: Optional[str] = None,
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
     ) -> None:
-        """ACK ``message`` (what ``message.ack()`` does)."""
-        self._settle(self._inner.ack, message, transaction, receipt, timeout)
+        """ACK ``message`` (what ``message.ack()`` does), or an id kept from one: its ``ack_id`` or
+        ``message-id`` (stomp.py's ``conn.ack(id, subscription)``; see :meth:`fastframe.aio.Client.ack`).
+        Without a receipt an id this connection does not know is refused by the next call."""
+        self._settle(self._inner.ack, message, subscription, transaction, receipt, timeout)
 
     def nack(
         self,
-        message: Message,
+        message: Union[Message, str],
         *,
+        subscription: Optional[str] = None,
         transaction: Optional[str] = None,
         receipt: bool = False,
         timeout: Optional[float] = None,
     ) -> None:
-        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later)."""
-        self._settle(self._inner.nack, message, transaction, receipt, timeout)
+        """NACK ``message`` (what ``message.nack()`` does; STOMP 1.1 and later); ids as for :meth:`ack`."""
+        self._settle(self._inner.nack, message, subscription, transaction, receipt, timeout)
 
-    def _settle(self, method: Any, message: Message, tx: Optional[str], receipt: bool, timeout: Any) -> None:
-        if message.event.session is not self._inner.session:  # (checked again on the loop)
-            raise aio.StaleMessageError("cannot settle a message of an earlier connection; it will be redelivered")
-        if receipt:
-            self._call(timeout, method, message.event, transaction=tx, receipt=True, timeout=timeout)
+    def _settle(
+        self, method: Any, message: Union[Message, str], subscription: Optional[str], tx: Optional[str],
+        receipt: bool, timeout: Any,
+    ) -> None:  # fmt: skip
+        if isinstance(message, Message):
+            if message.event.session is not self._inner.session:  # (checked again on the loop)
+                raise aio.StaleMessageError("cannot settle a message of an earlier connection; it will be redelivered")
+            target: Union[aio.Message, str] = message.event
         else:
-            self._post(method, message.event, transaction=tx, receipt=False, timeout=timeout)
+            target = message
+        if receipt:
+            self._call(
+                timeout, method, target, subscription=subscription, transaction=tx, receipt=True, timeout=timeout
+            )
+        else:
+            self._post(method, target, subscription=subscription, transaction=tx, receipt=False, timeout=timeout)
+
+    def request(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        content_length: bool = True,
+        timeout: Optional[float] = None,
+    ) -> Message:
+        """SEND a request with ``reply-to`` and ``correlation-id`` and return the reply; what
+        :meth:`fastframe.aio.Client.request` does (a reply after ``timeout`` goes to ``on_unrouted``,
+        never to another request; :class:`TimeoutError` then). Any number of threads may wait at once."""
+        reply = self._call(
+            timeout, self._inner.request, destination, body, headers,
+            content_type=content_type, content_length=content_length, timeout=timeout,
+        )  # fmt: skip
+        return Message(reply, self)
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
         """``with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
@@ -382,6 +431,9 @@ def connect(
     rng: Optional[random.Random] = None,
     coalesce_reads: float = 0.02,
     outbox: int = 10_000,
+    headers: Headers = None,
+    on_unrouted: Optional[Callable[[Message], Any]] = None,
+    reply_to: Optional[str] = None,
     **options: Any,
 ) -> Client:
     """Connect to a STOMP server and return the :class:`Client` (``with connect(...) as client``).
@@ -403,15 +455,26 @@ def connect(
     until one succeeds (Ctrl-C stops it), as with :func:`fastframe.aio.connect`. ``host`` (and any
     entry of ``servers``) may be a ``ws://`` or ``wss://`` URL: STOMP over WebSocket, as with
     :func:`fastframe.aio.connect` (the ``ws`` extra).
+
+    ``headers`` (on every CONNECT), ``reply_to`` (:meth:`Client.request`'s replies) and
+    ``on_unrouted`` are :func:`fastframe.aio.connect`'s; ``on_unrouted(message)`` gets a
+    :class:`Message` of this client, in the I/O thread: it must not block nor wait for the client
+    (the default logs a WARNING and drops the message).
     """
     runner = LoopThread.acquire()
+    made: List[Client] = []  # (the client, once made: what on_unrouted's messages ack through)
+
+    def unrouted(message: aio.Message) -> None:
+        if on_unrouted is not None:
+            on_unrouted(Message(message, made[0] if made else _Unbound()))
 
     async def opening() -> aio.Client:
         return await aio.connect(
             host, port, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
             heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
             reconnect=reconnect, servers=servers, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng,
-            coalesce_reads=coalesce_reads, **options,
+            coalesce_reads=coalesce_reads, headers=headers, on_unrouted=None if on_unrouted is None else unrouted,
+            reply_to=reply_to, **options,
         )  # fmt: skip
 
     try:
@@ -419,4 +482,13 @@ def connect(
     except BaseException:
         runner.release(_JOIN)
         raise
-    return Client(runner, inner, outbox, hooked=frame_hook is not None or wire_hook is not None)
+    client = Client(runner, inner, outbox, hooked=frame_hook is not None or wire_hook is not None)
+    made.append(client)
+    return client
+
+
+class _Unbound:
+    """The client of a message :func:`connect`'s ``on_unrouted`` got before the client was made."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise RuntimeError("this message arrived while connecting: its client cannot act on it")
