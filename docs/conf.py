@@ -105,6 +105,7 @@ PUBLIC_MODULES = [
     "fastframe.cli",
     "fastframe.capture",
     "fastframe.archive",
+    "fastframe.websocket",
 ]
 # Public modules (no part of the name starts with "_") whose names are documented under another
 # module's: any other public module without a page fails the build.

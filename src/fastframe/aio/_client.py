@@ -57,6 +57,8 @@ def _address(server: ServerAddress) -> Tuple[str, int, Optional[str]]:
             raise ValueError(f"a server is (host, port) or a ws:// or wss:// URL, not {server!r}")
         return parts.hostname, parts.port or (443 if parts.scheme == "wss" else 80), server
     host, port = server
+    if "://" in host:  # (an http:// or stomp:// URL would otherwise be taken for a host name)
+        raise ValueError(f"a server is (host, port) or a ws:// or wss:// URL, not {host!r}")
     return host, port, None
 
 
