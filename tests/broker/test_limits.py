@@ -13,11 +13,10 @@ import sys
 import time
 
 import pytest
+from test_core import Client, error_of
 
 import fastframe
 from fastframe.broker import BrokerCore
-
-from test_core import Client, error_of
 
 
 def send(client: Client, destination: str = "/queue/a", body: bytes = b"", **headers: str) -> None:

@@ -96,6 +96,7 @@ class ConnectionCore:
         self._now: Optional[float] = None
         self._ready: List[Event] = []
         self._error: Optional[RemoteProtocolError] = None
+        self._ended = False  # receive_eof() was called: no byte may follow
         self._handshaken = False  # the first frame was seen
         self._held: Optional[bytearray] = None  # (server) bytes after CONNECT, until accept()
         self._backlog = b""  # (server) those bytes, to decode at the next receive_data()
@@ -205,9 +206,11 @@ class ConnectionCore:
 
         ``now``, when given, records that the peer is alive. ``data`` may be split anywhere
         (``b""`` is no end of stream: call :meth:`receive_eof` for that). A violation by the peer
-        raises :class:`RemoteProtocolError` whose ``events`` holds what came before it.
+        raises :class:`RemoteProtocolError` whose ``events`` holds what came before it; data after
+        :meth:`receive_eof` raises :class:`LocalProtocolError`.
         """
         self._raise_if_broken()
+        self._refuse_after_eof()
         self._heard(now, len(data))
         events, self._ready = self._ready, []
         if self._backlog:
@@ -227,6 +230,7 @@ class ConnectionCore:
         :meth:`receive_data` would for the same bytes. Once the handshake frame was read (and, on a
         server, answered) the buffer is the decoder's own, so the socket writes straight into it.
         """
+        self._refuse_after_eof()
         size = receive_size(sizehint)
         if self._handshaken and self._held is None and not self._backlog and self._error is None:
             self._lent_decoder, self._lent = self._decoder, True
@@ -244,6 +248,7 @@ class ConnectionCore:
         if not lent:
             raise RuntimeError("buffer_updated() without get_buffer(): no buffer is lent")
         self._lent_decoder, self._lent = None, False
+        self._refuse_after_eof()
         if decoder is None:  # our own buffer: the handshake's path
             nbytes = received_size(nbytes, len(self._scratch))
             return self.receive_data(bytes(self._scratch[:nbytes]), now)
@@ -263,8 +268,14 @@ class ConnectionCore:
         self._held += data
 
     def receive_eof(self) -> List[Event]:
-        """The peer closed the stream. Raises :class:`RemoteProtocolError` when it stopped mid-frame."""
+        """The peer closed the stream. Raises :class:`RemoteProtocolError` when it stopped mid-frame.
+
+        Once is enough: a second call returns no event, and data after it raises :class:`LocalProtocolError`.
+        """
         self._raise_if_broken()
+        if self._ended:
+            return []
+        self._ended = True
         events, self._ready = self._ready, []
         try:
             self._decoder.close()
@@ -273,6 +284,10 @@ class ConnectionCore:
         self.state = State.CLOSED
         events.append(ConnectionClosed())
         return events
+
+    def _refuse_after_eof(self) -> None:
+        if self._ended:
+            raise LocalProtocolError("data after the end of the stream (receive_eof() was called)")
 
     def _feed(self, data: bytes, events: List[Event]) -> None:
         # Until the first frame, feed up to each NUL: a frame ends at a NUL, so the bytes after the

@@ -8,6 +8,7 @@ transactions: :mod:`fastframe.broker`). Every event carries the client's frame.
 
 from __future__ import annotations
 
+import re
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from .. import Heartbeat, spec
@@ -32,6 +33,12 @@ from ._events import (
 __all__ = ["ServerConnection"]
 
 _OPEN = (State.CONNECTED, State.DISCONNECTING)
+# what each version cannot carry in a header (name, value): an ERROR's become spaces, so it always goes out
+_UNWRITABLE = {
+    "1.0": (re.compile("[\r\n\0:]"), re.compile("[\r\n\0]")),  # no escapes at all
+    "1.1": (re.compile("[\r\0]"), re.compile("[\r\0]")),  # no \r escape
+    "1.2": (re.compile("\0"), re.compile("\0")),
+}
 
 
 class ServerConnection(ConnectionCore):
@@ -122,9 +129,11 @@ class ServerConnection(ConnectionCore):
         return data
 
     def reject(self, message: str, *, body: Union[bytes, str] = b"", headers: Headers = None) -> bytes:
-        """ERROR refusing the connection (bad login, no common version); the state becomes CLOSED."""
+        """ERROR refusing the connection (bad login, no common version); the state becomes CLOSED.
+
+        Written as :meth:`error` writes it before CONNECTED: by STOMP 1.0's rules."""
         request = self._pending_request()
-        data = self._error_frame(message, body, headers, None, version="1.0", state=State.CONNECTING)
+        data = self._error_frame(message, body, headers, None, state=State.CONNECTING)
         self.request = request
         self.state = State.CLOSED
         self._told = True
@@ -236,11 +245,15 @@ class ServerConnection(ConnectionCore):
     ) -> bytes:
         """ERROR with a short ``message`` header (the spec says close the connection after it).
 
-        Also after the client broke the protocol (a :class:`RemoteProtocolError`), to tell it why.
+        In every state, also after the client broke the protocol (a :class:`RemoteProtocolError`), to
+        tell it why. One escaping rule: the negotiated version's once CONNECTED was sent; before that
+        (a fresh connection, a CONNECT not answered yet) STOMP 1.0's, which has no escapes. What the
+        version cannot carry in a header becomes a space (in 1.0 CR, LF and NUL, and a colon in a
+        name; in 1.1 CR and NUL; in 1.2 NUL), so the ERROR always goes out.
         """
         if self.state is State.CONNECTING:
             return self.reject(message, body=body, headers=headers)
-        data = self._error_frame(message, body, headers, receipt_id, version=None, state=None, broken_ok=True)
+        data = self._error_frame(message, body, headers, receipt_id, state=None, broken_ok=True)
         if receipt_id is not None:
             self.pending_receipts.pop(receipt_id, None)
         self.state = State.CLOSED
@@ -249,7 +262,7 @@ class ServerConnection(ConnectionCore):
 
     def _error_frame(
         self, message: str, body: Union[bytes, str], headers: Headers, receipt_id: Optional[str], *,
-        version: Optional[str], state: Optional[State], broken_ok: bool = False,
+        state: Optional[State], broken_ok: bool = False,
     ) -> bytes:  # fmt: skip
         pairs = [("message", message)]
         if receipt_id is not None:
@@ -258,4 +271,7 @@ class ServerConnection(ConnectionCore):
             body = body.encode("utf-8")
             pairs.append(("content-type", "text/plain;charset=utf-8"))
         pairs += header_list(headers)
+        version = self.version or "1.0"  # before CONNECTED: 1.0's rules
+        names, values = _UNWRITABLE[self.escapes or version]  # (an escape set given as an option rules)
+        pairs = [(names.sub(" ", name), values.sub(" ", value)) for name, value in pairs]
         return self._build("ERROR", pairs, bytes(body), state=state, version=version, broken_ok=broken_ok)[1]
