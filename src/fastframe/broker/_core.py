@@ -85,7 +85,8 @@ class SessionHandle(Protocol):
         """Queue an ERROR with this ``message`` header, ``body`` and other ``headers``."""
 
     def write(self, data: bytes) -> None:
-        """Queue frames already encoded in the session's version (MESSAGE deliveries)."""
+        """Queue frames already encoded in the session's version (MESSAGE deliveries); one frame per
+        call when the handle has a true ``message_per_write`` (a WebSocket)."""
 
     def close(self) -> None:
         """Close the connection once what was sent has been written."""
@@ -395,7 +396,12 @@ class BrokerCore:
         for target in dirty:
             box = target.outbox
             if not target.closed:
-                target.handle.write(box[0] if len(box) == 1 else b"".join(box))
+                handle = target.handle
+                if len(box) == 1 or not getattr(handle, "message_per_write", False):
+                    handle.write(box[0] if len(box) == 1 else b"".join(box))
+                else:  # (a WebSocket: each frame is a message of its own)
+                    for data in box:
+                        handle.write(data)
             box.clear()
         dirty.clear()
 

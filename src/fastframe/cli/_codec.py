@@ -68,6 +68,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     brk = commands.add_parser("broker", help="run the in-memory broker (tests, development, demos; no persistence)")
     brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     brk.add_argument("--port", type=_count, default=61613, help="port to listen on (default 61613; 0: a free one)")
+    brk.add_argument("--ws-port", type=_count, default=None, metavar="W",
+                     help="serve STOMP over WebSocket too, at ws://HOST:W/ws (0: a free port; the ws extra)")  # fmt: skip
     brk.add_argument("--user", action="append", metavar="LOGIN:PASSCODE", help="accept only these logins (repeat)")
     brk.add_argument(
         "--heartbeat", type=_heartbeat_pair, default=(10_000, 10_000), metavar="SX,SY",
@@ -240,6 +242,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
     users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
     options: Dict[str, Any] = {}
+    if args.ws_port is not None:
+        options["ws_port"] = args.ws_port
     for limit in ("max_stored_bytes", "max_transaction_bytes"):
         if getattr(args, limit) is not None:
             options[limit] = getattr(args, limit)

@@ -93,6 +93,11 @@ class Broker:
         """The port listened on."""
         return self.server.port if self.server is not None else self._port
 
+    @property
+    def ws_port(self) -> Optional[int]:
+        """The WebSocket port listened on (``ws_port=`` of :func:`fastframe.server.serve`; ``None``: none)."""
+        return self.server.ws_port if self.server is not None else self._server_options.get("ws_port")
+
     async def start(self) -> None:
         """Start listening."""
         self.server = await serve(
@@ -131,4 +136,6 @@ async def run_broker(host: str, port: int, stop: Optional[asyncio.Event] = None,
     with signals:
         async with Broker(host, port, **options) as broker:
             print(f"fastframe broker listening on {broker.host}:{broker.port}", flush=True)
+            if broker.ws_port is not None:
+                print(f"fastframe broker listening on ws://{broker.host}:{broker.ws_port}/ws", flush=True)
             await stop.wait()

@@ -86,8 +86,11 @@ class ServedConnection(asyncio.Protocol):
     handshake, frame and slow-consumer deadlines.
     """
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server: Server, *, message_per_write: bool = False) -> None:
         self._server = server
+        #: True over a WebSocket: each frame is written as a message of its own (the broker core
+        #: hands them over one by one)
+        self.message_per_write = message_per_write
         self._options = server._options
         self._loop = server._loop
         self._transport: Optional[asyncio.Transport] = None
@@ -314,7 +317,10 @@ class ServedConnection(asyncio.Protocol):
             data = b"".join(out)
             if self._wire is not None:
                 self._wire("out", data)
-            self._transport.write(data)
+            if self.message_per_write:
+                self._transport.writelines(out)
+            else:
+                self._transport.write(data)
             self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
             self._proto.data_sent(self._loop.time())
 
@@ -452,12 +458,19 @@ class Server:
         self._congested: Set[ServedConnection] = set()
         self._idle = asyncio.Event()
         self._server: Optional[asyncio.Server] = None
+        self._ws_server: Optional[asyncio.Server] = None
         self._port = 0
+        self._ws_port: Optional[int] = None
 
     @property
     def port(self) -> int:
         """The port listened on (useful with ``port=0``)."""
         return self._port
+
+    @property
+    def ws_port(self) -> Optional[int]:
+        """The WebSocket port listened on (``None``: none was asked)."""
+        return self._ws_port
 
     @property
     def connections(self) -> int:
@@ -483,8 +496,9 @@ class Server:
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop listening, tell every client, wait up to ``timeout`` s for them to go, then abort the rest."""
-        if self._server is not None:
-            self._server.close()
+        for listening in (self._server, self._ws_server):
+            if listening is not None:
+                listening.close()
         for conn in list(self._connections):
             conn._fail("shutdown")
             conn.close()
@@ -499,8 +513,9 @@ class Server:
                     if not self._connections:
                         break
                     await asyncio.sleep(0.01)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for listening in (self._server, self._ws_server):
+            if listening is not None:
+                await listening.wait_closed()
 
     async def __aenter__(self) -> Server:
         return self
@@ -516,6 +531,8 @@ async def serve(
     *,
     ssl: Optional[_ssl.SSLContext] = None,
     decoder_options: Optional[Mapping[str, Any]] = None,
+    ws_port: Optional[int] = None,
+    ws_path: str = "/ws",
     **options: Any,
 ) -> Server:
     """Listen on ``host:port`` (0: a free port) and serve STOMP connections to ``handler``.
@@ -528,6 +545,15 @@ async def serve(
     ("in": from the client, "out": to it; its ``close()``, if any, is called when the connection ends),
     e.g. :meth:`fastframe.capture.Archive.server_hook`. ``decoder_options`` are
     :class:`fastframe.Decoder` options (limits, tolerances). ``ssl`` serves TLS.
+
+    ``ws_port`` (0: a free one, read it from :attr:`Server.ws_port`) serves the same handler over
+    WebSocket too, at ``ws://host:ws_port`` + ``ws_path`` (``/ws``; other paths get 404), with TLS
+    when ``ssl`` is given (``wss://``); it needs the ``ws`` extra (:mod:`fastframe.websocket`). The
+    newest STOMP subprotocol the client offers is chosen (``v12.stomp`` first; none offered: none,
+    STOMP negotiates as over TCP); each frame and heart-beat goes out as a WebSocket message of its
+    own, *text* when it is UTF-8 and *binary* otherwise (stomp.js and browsers refuse text messages
+    that are not UTF-8); a message larger than the decoder's ``max_frame_size`` closes the
+    connection (close code 1009). The upgrade must be done within ``handshake_timeout``.
     """
     unknown = set(options) - set(_DEFAULTS)
     if unknown:
@@ -541,4 +567,17 @@ async def serve(
     server = Server(handler, merged, decoder_options or {})
     server._server = await server._loop.create_server(lambda: ServedConnection(server), host, port, ssl=ssl)
     server._port = server._server.sockets[0].getsockname()[1]
+    if ws_port is not None:
+        from .. import websocket  # the ws extra, imported when a WebSocket port is asked for
+
+        server._ws_server = await websocket.serve(
+            lambda: ServedConnection(server, message_per_write=True),
+            host,
+            ws_port,
+            path=ws_path,
+            ssl=ssl,
+            max_size=websocket.max_message_size(server._decoder_options),
+            handshake_timeout=merged["handshake_timeout"],
+        )
+        server._ws_port = server._ws_server.sockets[0].getsockname()[1]
     return server
