@@ -5,10 +5,12 @@ API summary::
     async with fastframe.aio.connect(host, port, *, ssl=None, login=None, passcode=None,
             host_header=None, versions=("1.0", "1.1", "1.2"), heartbeat=(cx, cy), timeout=10.0,
             connect_timeout=10.0, max_queue=100, reconnect=Reconnect(...), servers=[(h, p), ...],
-            frame_hook=None, wire_hook=None, coalesce_reads=0.002,
-            **ClientConnection options) as client:
+            frame_hook=None, wire_hook=None, coalesce_reads=0.002, headers=None (on every CONNECT),
+            on_unrouted=log_unrouted, reply_to=None, **ClientConnection options) as client:
         await client.send(destination, body, headers=None, *, content_type=None, transaction=None,
-                          receipt=False, timeout=None)
+                          receipt=False, timeout=None, content_length=True)
+        reply = await client.request(destination, body, headers=None, *, timeout=None)  # reply-to, correlation-id
+        await client.ack(message_or_kept_id, *, subscription=None, transaction=None, receipt=False)
         async with await client.subscribe(destination, ack="client-individual") as sub:
             async for message in sub:          # Message: frame, body, headers, get(), text()
                 await message.ack()            # or nack(); also message.ack(transaction=tx.id)
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._client import Client, Reconnect, connect
+from ._client import Client, Reconnect, connect, log_unrouted
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
 from ._transport import ClientSession
@@ -68,5 +70,6 @@ __all__ = [
     "Subscription",
     "Transaction",
     "connect",
+    "log_unrouted",
     "serve",
 ]

@@ -5,7 +5,9 @@ API summary::
     with fastframe.sync.connect(host, port, *, the options of fastframe.aio.connect,
             max_queue=500, coalesce_reads=0.02, outbox=10_000) as client:
         client.send(destination, body, headers=None, *, content_type=None, transaction=None,
-                    receipt=False, timeout=None)
+                    receipt=False, timeout=None, content_length=True)
+        reply = client.request(destination, body, headers=None, *, timeout=None)  # from any thread
+        client.ack(message_or_kept_id, *, subscription=None, transaction=None, receipt=False)
         with client.subscribe(destination, ack="client-individual") as sub:
             for message in sub:                # Message: frame, body, headers, get(), text()
                 message.ack()                  # or nack(); from any thread
