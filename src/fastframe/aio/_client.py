@@ -565,11 +565,36 @@ class Client:
         in-memory broker too). A ``correlation-id`` in ``headers`` is used as given (no other
         request may be waiting with it), otherwise the client makes one; ``reply-to`` is the
         client's. Many requests may wait at once on one connection, each gets its own reply.
-        Waits at most ``timeout`` (the client's when None): then ``asyncio.TimeoutError``, and a
-        reply that comes later goes to ``on_unrouted``, never to another request. The connection
-        ending fails the request with :class:`ConnectionClosedError` (the reply would go to that
-        connection's temporary queue, which ends with it).
+        Waits at most ``timeout`` (the client's when None), a reconnect in between included: then
+        ``asyncio.TimeoutError``, and a reply that comes later goes to ``on_unrouted``, never to
+        another request. The connection ending fails the request with
+        :class:`ConnectionClosedError` (the reply would go to that connection's temporary queue,
+        which ends with it).
         """
+        limit = self.timeout if timeout is None else timeout
+
+        async def run() -> Message:
+            reply = await self.start_request(
+                destination, body, headers, content_type=content_type, content_length=content_length, timeout=limit
+            )
+            return await reply  # (cancelled with run(): the request is forgotten)
+
+        return await asyncio.wait_for(run(), limit)
+
+    async def start_request(
+        self,
+        destination: str,
+        body: Union[bytes, str] = b"",
+        headers: Headers = None,
+        *,
+        content_type: Optional[str] = None,
+        content_length: bool = True,
+        timeout: Optional[float] = None,
+    ) -> asyncio.Future[Message]:
+        """:meth:`request`'s first half, for code that waits for the reply elsewhere (the blocking
+        client): SEND the request (waiting at most ``timeout`` for a connected session) and return
+        the future its reply resolves. Cancel the future to give up: its reply then goes to
+        ``on_unrouted``. It fails with :class:`ConnectionClosedError` when the connection ends."""
         pairs = header_list(headers)
         if any(name == "reply-to" for name, _ in pairs):
             raise LocalProtocolError("request() sets reply-to itself (connect(reply_to=...) chooses it)", None)
@@ -583,21 +608,23 @@ class Client:
         reply: asyncio.Future[Message] = asyncio.get_running_loop().create_future()
         sent_on: List[Optional[ClientSession]] = [None]
         self._requests[correlation] = (reply, sent_on)
-        limit = self.timeout if timeout is None else timeout
-
-        async def run() -> Message:
-            session = await self._live(limit)
+        reply.add_done_callback(functools.partial(self._request_over, correlation))  # a later reply is unrouted
+        try:
+            session = await self._live(self.timeout if timeout is None else timeout)
             self._receive_replies(session)
             session.write(
                 session.conn.send(destination, body, pairs, content_type=content_type, content_length=content_length)
             )  # (built and written in one step: the session that carries it is the one it waits on)
-            sent_on[0] = session
-            return await reply
+        except BaseException:
+            reply.cancel()
+            raise
+        sent_on[0] = session
+        return reply
 
-        try:
-            return await asyncio.wait_for(run(), limit)
-        finally:
-            del self._requests[correlation]  # a reply that comes later is unrouted
+    def _request_over(self, correlation: str, reply: asyncio.Future[Message]) -> None:
+        waiting = self._requests.get(correlation)
+        if waiting is not None and waiting[0] is reply:
+            del self._requests[correlation]
 
     def _receive_replies(self, session: ClientSession) -> None:
         """Once per connection: SUBSCRIBE to :attr:`reply_to`, unless the server delivers its

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import random
 import ssl as _ssl
 import threading
+import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import aio
@@ -309,12 +311,22 @@ class Client:
     ) -> Message:
         """SEND a request with ``reply-to`` and ``correlation-id`` and return the reply; what
         :meth:`fastframe.aio.Client.request` does (a reply after ``timeout`` goes to ``on_unrouted``,
-        never to another request; :class:`TimeoutError` then). Any number of threads may wait at once."""
-        reply = self._call(
-            timeout, self._inner.request, destination, body, headers,
-            content_type=content_type, content_length=content_length, timeout=timeout,
+        never to another request; :class:`TimeoutError` then). Any number of threads may wait at once:
+        the SEND goes out in call order with the others, and the wait for the reply is the caller's
+        alone (no other call waits behind it)."""
+        limit = self.timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        reply: asyncio.Future[aio.Message] = self._call(
+            limit, self._inner.start_request, destination, body, headers,
+            content_type=content_type, content_length=content_length, timeout=limit,
         )  # fmt: skip
-        return Message(reply, self)
+        arrived: concurrent.futures.Future[aio.Message] = concurrent.futures.Future()
+        self._runner.loop.call_soon_threadsafe(reply.add_done_callback, functools.partial(_hand_over, arrived))
+        try:
+            return Message(arrived.result(max(0.0, deadline - time.monotonic())), self)
+        except concurrent.futures.TimeoutError:
+            self._runner.loop.call_soon_threadsafe(reply.cancel)  # its reply, if it comes, is unrouted
+            raise TimeoutError(f"no reply within {limit} s") from None
 
     def transaction(self, *, id: Optional[str] = None, timeout: Optional[float] = None) -> Transaction:
         """``with client.transaction() as tx``: BEGIN, then COMMIT (or ABORT when the block raises)."""
@@ -409,6 +421,16 @@ class Client:
 
 async def _nothing() -> None:
     return None
+
+
+def _hand_over(arrived: concurrent.futures.Future[T], reply: asyncio.Future[T]) -> None:
+    """(On the loop) what an asyncio future came to, to the future a thread waits on."""
+    if reply.cancelled():
+        arrived.cancel()
+    elif reply.exception() is not None:
+        arrived.set_exception(reply.exception())
+    else:
+        arrived.set_result(reply.result())
 
 
 def connect(
