@@ -245,23 +245,24 @@ def test_a_producer_paused_for_a_stuck_consumer_is_not_taken_for_silent() -> Non
     async def test() -> None:
         async with Broker(
             heartbeat=(0, 500), outbound_high_water=64 * 1024, max_outbound_bytes=64 * 1024 * 1024,
-            slow_consumer_timeout=3.0,
+            slow_consumer_timeout=3.0, max_waiting_bytes=128 * 1024,
         ) as b:  # fmt: skip
             stuck = await Wire.connected(b.port)
             stuck.frame("SUBSCRIBE", {"id": "s", "destination": "/topic/flood", "receipt": "r"})
             await stuck.read(1)
             stuck.writer.transport.pause_reading()
             # the producer promises a beat every 500 ms (1 s with grace); the broker stops reading it for
-            # about 3 s while the stuck client is congested, and must not take that for the producer's silence
+            # about 3 s while the stuck client waits for more than max_waiting_bytes, and must not take
+            # that for the producer's silence
             producer = await Wire.connected(b.port, headers="heart-beat:500,0\n")
             body = b"x" * 4096
             sent = 0
-            while not b.server._congested and sent < 20_000:  # type: ignore[union-attr]
+            while not b.server._holding_producers and sent < 20_000:  # type: ignore[union-attr]
                 producer.frame("SEND", {"destination": "/topic/flood"}, body)
                 sent += 1
                 if sent % 16 == 0:
                     await asyncio.wait_for(producer.writer.drain(), 10)
-            assert b.server._congested  # type: ignore[union-attr]
+            assert b.server._holding_producers  # type: ignore[union-attr]
             await wait_for(lambda: b.core.stats()["sessions"] == 1, message="the stuck client was not dropped")
             producer.write(b"\n")
             producer.frame("SEND", {"destination": "/topic/flood", "receipt": "alive"})

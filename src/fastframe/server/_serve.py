@@ -24,11 +24,13 @@ What the server enforces, each bound an option of :func:`serve`:
 * heart-beats at the negotiated intervals: a bare EOL when the server has written nothing for the
   interval; any byte received is liveness, and silence longer than ``heartbeat_grace`` times the
   client's interval closes the connection without an ERROR, as RabbitMQ and ActiveMQ do;
-* outbound flow control, the documented policy: bytes waiting for a client are bounded by
-  ``max_outbound_bytes`` (past it the connection is dropped at once). Above ``outbound_high_water``
-  the client is *congested*: while any client is congested the server stops reading from every
-  other client, so producers slow down to the pace of the slowest consumer; a client that stays
-  congested for ``slow_consumer_timeout`` seconds is dropped, and the others resume.
+* outbound flow control, the documented policy: a client that does not read hurts nobody else.
+  Bytes waiting for a client are bounded by ``max_outbound_bytes`` (past it the connection is
+  dropped at once). Above ``outbound_high_water`` the client is *congested*; one that stays
+  congested for ``slow_consumer_timeout`` seconds is dropped. Nobody else's reads, writes or
+  receipts wait for it. Only when the bytes waiting for all congested clients together pass
+  ``max_waiting_bytes`` does the server stop reading from the other clients (so producers slow
+  down), until half of those bytes were written or their clients dropped.
 * ``Server.close(timeout)``: stop listening, send each client an ERROR "Server shutting down", let
   what was queued drain, and abort what is still open at the deadline.
 """
@@ -142,7 +144,7 @@ class ServedConnection(asyncio.Protocol):
         self._registered = True
         if self._options["wire_hook"] is not None:
             self._wire = self._options["wire_hook"](self)
-        if server._congested:
+        if server._holding_producers:
             transport.pause_reading()
             self._paused = True
         self._schedule()
@@ -310,6 +312,8 @@ class ServedConnection(asyncio.Protocol):
         self._out_bytes += len(data)
         if self._out_bytes + self._backlog > self._max_outbound:
             self.abort(SlowConsumerError("outbound bytes passed max_outbound_bytes"))
+        elif self._congested_since is not None:
+            self._server._weigh_waiting()
 
     def _flush(self) -> None:
         out, self._out, self._out_bytes = self._out, [], 0
@@ -323,6 +327,8 @@ class ServedConnection(asyncio.Protocol):
                 self._transport.write(data)
             self._backlog = self._transport.get_write_buffer_size()  # what the kernel has not taken
             self._proto.data_sent(self._loop.time())
+            if self._congested_since is not None:
+                self._server._weigh_waiting()
 
     def close(self, cause: Optional[BaseException] = None) -> None:
         """Close after what was sent is written (aborted if that takes longer than ``close_timeout``)."""
@@ -379,13 +385,16 @@ class ServedConnection(asyncio.Protocol):
         if congested and self._congested_since is None and not self.closing:
             self._congested_since = self._loop.time()
             server._congested.add(self)
-            if len(server._congested) == 1:
-                server._pause_others()
+            server._weigh_waiting()
         elif not congested and self._congested_since is not None:
             self._congested_since = None
             server._congested.discard(self)
-            if not server._congested:
-                server._resume_all()
+            server._weigh_waiting()
+
+    @property
+    def waiting_bytes(self) -> int:
+        """Bytes queued for this client and not yet taken by its socket."""
+        return self._out_bytes + (self._transport.get_write_buffer_size() if self._transport is not None else 0)
 
     def _schedule(self) -> None:
         if self._timer is not None:
@@ -440,6 +449,7 @@ _DEFAULTS: Dict[str, Any] = {
     "max_outbound_bytes": 16 * 1024 * 1024,
     "outbound_high_water": 1024 * 1024,
     "slow_consumer_timeout": 10.0,
+    "max_waiting_bytes": 64 * 1024 * 1024,
     "close_timeout": 5.0,
     "wire_hook": None,
 }
@@ -456,6 +466,7 @@ class Server:
         self._loop = asyncio.get_running_loop()
         self._connections: Set[ServedConnection] = set()
         self._congested: Set[ServedConnection] = set()
+        self._holding_producers = False  # reading paused for all: congested clients wait for too much
         self._idle = asyncio.Event()
         self._server: Optional[asyncio.Server] = None
         self._ws_server: Optional[asyncio.Server] = None
@@ -476,6 +487,17 @@ class Server:
     def connections(self) -> int:
         """How many clients are connected."""
         return len(self._connections)
+
+    def _weigh_waiting(self) -> None:
+        """Hold or release the producers by what the congested clients wait for, all together."""
+        limit = self._options["max_waiting_bytes"]
+        waiting = sum(conn.waiting_bytes for conn in self._congested) if self._congested else 0
+        if not self._holding_producers and waiting > limit:
+            self._holding_producers = True
+            self._pause_others()
+        elif self._holding_producers and waiting <= limit // 2:
+            self._holding_producers = False
+            self._resume_all()
 
     def _pause_others(self) -> None:
         for conn in self._connections:
@@ -540,7 +562,7 @@ async def serve(
     Keyword options (defaults in brackets): ``heartbeat`` [(10000, 10000)] the server's heart-beat
     pair for CONNECTED; ``heartbeat_grace`` [2.0]; ``max_connections`` [1000]; ``handshake_timeout``
     [10.0 s]; ``frame_timeout`` [30.0 s]; ``max_outbound_bytes`` [16 MiB]; ``outbound_high_water``
-    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``close_timeout`` [5.0 s]; ``wire_hook`` [None]: called
+    [1 MiB]; ``slow_consumer_timeout`` [10.0 s]; ``max_waiting_bytes`` [64 MiB]; ``close_timeout`` [5.0 s]; ``wire_hook`` [None]: called
     with each new connection, it returns ``None`` or a ``hook(direction, data)`` that sees every byte
     ("in": from the client, "out": to it; its ``close()``, if any, is called when the connection ends),
     e.g. :meth:`fastframe.capture.Archive.server_hook`. ``decoder_options`` are
