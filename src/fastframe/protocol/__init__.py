@@ -3,12 +3,16 @@
 Bytes in, events out; calls in, bytes out. No sockets, clocks or threads: pass ``now`` (seconds
 from any monotonic clock) where time matters. API summary::
 
-    client = ClientConnection(strict=False, escapes=None, heartbeat_grace=2.0, **decoder_limits)
-    wire = client.connect("host", login=..., passcode=..., heartbeat=(cx, cy), versions=(...))
+    client = ClientConnection(strict=False, escapes=None, heartbeat_grace=2.0,
+                              unknown_subscriptions="deliver"|"refuse", **decoder_limits)
+    wire = client.connect("host", login=..., passcode=..., heartbeat=(cx, cy), versions=(...),
+                          headers=None)   # more CONNECT headers (client-id ...)
     events = client.receive_data(data, now)   # [Connected, Message, Receipt, Error, HeartbeatReceived]
-    client.send(destination, body, headers, content_type=, transaction=, receipt=) -> bytes
+    client.send(destination, body, headers, content_type=, transaction=, receipt=,
+                content_length=True) -> bytes   # False: no content-length (ActiveMQ TextMessage)
     client.subscribe(id, destination, ack="auto"|"client"|"client-individual", receipt=) -> bytes
-    client.unsubscribe(id) / ack(message_or_ack_id) / nack(...) / begin(tx) / commit(tx) / abort(tx)
+    client.unsubscribe(id) / ack(message_or_kept_id, subscription=None) / nack(...) / begin(tx)
+      / commit(tx) / abort(tx)
     client.disconnect(receipt="r-1") -> bytes; client.receive_eof() -> [ConnectionClosed]
     server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), **same options)
     server.receive_data(data, now) -> [ConnectRequest, Send, Subscribe, Unsubscribe, Ack, Nack,
