@@ -69,3 +69,25 @@ def test_the_hot_path_rewrites_reply_to_too() -> None:
     core.receive_many(requester.session, [frame])
     (message,) = responder.messages()
     assert message.get("reply-to") == f"/queue/fastframe.temp.{requester.session.name}.x"
+
+
+def test_temp_queues_count_against_max_subscriptions() -> None:
+    core = BrokerCore(max_subscriptions=3)
+    requester, responder = pair(core)
+    requester.do("SUBSCRIBE", {"id": "s", "destination": "/queue/mine"})
+    for n in range(2):
+        request(requester, responder, f"/temp-queue/q{n}")
+    request(requester, responder, "/temp-queue/q0")  # an existing one costs nothing
+    requester.do("SEND", {"destination": "/queue/rpc", "reply-to": "/temp-queue/one-too-many"}, b"x")
+    error = requester.take()[-1]
+    assert error.command == "ERROR" and requester.closed and responder.messages() == []
+    assert not [d for d in core.queues if d.startswith("/queue/fastframe.temp.")]
+
+
+def test_unsubscribing_a_temp_queue_and_using_it_again_holds_no_more() -> None:
+    core = BrokerCore()
+    requester, responder = pair(core)
+    for _ in range(50):
+        request(requester, responder)
+        requester.do("UNSUBSCRIBE", {"id": "/temp-queue/replies"})
+    assert len(requester.session.temp_queues) == 1 and not requester.closed

@@ -155,7 +155,7 @@ class Session:
         #: MESSAGE bytes routed by receive_many() and not yet written (one write per connection and read)
         self.outbox: List[bytes] = []
         #: The destinations of the session's temporary queues (they end with it).
-        self.temp_queues: List[str] = []
+        self.temp_queues: Dict[str, None] = {}
 
     @property
     def connected(self) -> bool:
@@ -438,17 +438,23 @@ class BrokerCore:
         reply_to = frame.get("reply-to")
         if reply_to is not None and reply_to.startswith(_TEMP_QUEUE) and len(reply_to) > len(_TEMP_QUEUE):
             private = self._temp_queue(session, reply_to)
+            if private is None:
+                return  # (refused: the ERROR is sent)
             headers = tuple([(name, private if name == "reply-to" else value) for name, value in headers])
         self.publish(_Published(destination, headers, frame.body), session)
 
-    def _temp_queue(self, session: Session, name: str) -> str:
+    def _temp_queue(self, session: Session, name: str) -> Optional[str]:
         """The queue behind ``session``'s temporary queue ``name`` (``/temp-queue/...``), made on first use
-        with the session's implicit subscription to it, whose id is ``name``."""
+        with the session's implicit subscription to it, whose id is ``name``; ``None`` after the ERROR
+        when that subscription would pass ``max_subscriptions`` (it counts as one)."""
         destination = f"{TEMP_QUEUE_PREFIX}{session.name}.{name[len(_TEMP_QUEUE) :]}"
         if name not in session.subscriptions:
+            if len(session.subscriptions) >= self.max_subscriptions:
+                self.fail(session, "subscriptions-open", self.max_subscriptions)
+                return None
             sub = _Subscription(session, name, destination, "auto", True)
             session.subscriptions[name] = sub
-            session.temp_queues.append(destination)
+            session.temp_queues[destination] = None
             queue = self.queues.get(destination)
             if queue is None:
                 queue = self.queues[destination] = _Queue()
