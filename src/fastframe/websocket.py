@@ -25,7 +25,9 @@ the STOMP layers above run unchanged over either:
 from __future__ import annotations
 
 import asyncio
+import os
 import ssl as _ssl
+import struct
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .codec import DEFAULT_MAX_FRAME_SIZE
@@ -35,12 +37,16 @@ try:
     from websockets.exceptions import InvalidHandshake, InvalidURI, PayloadTooBig
     from websockets.frames import Frame, Opcode
     from websockets.http11 import Request, Response
-    from websockets.protocol import Protocol
+    from websockets.protocol import OPEN, Protocol
     from websockets.server import ServerProtocol
     from websockets.typing import Subprotocol
     from websockets.uri import parse_uri
 except ImportError as exc:  # pragma: no cover - the extra is installed in the test environment
     raise ImportError('STOMP over WebSocket needs the "websockets" package: pip install "fastframe[ws]"') from exc
+try:
+    from websockets.speedups import apply_mask  # the C speedups (websockets' wheels have them)
+except ImportError:  # pragma: no cover
+    from websockets.utils import apply_mask
 
 __all__ = [
     "SUBPROTOCOLS",
@@ -60,6 +66,8 @@ _VERSIONS = {name: version for version, name in SUBPROTOCOLS.items()}
 _PONG_BACKLOG = 1024 * 1024
 _CLOSE_TIMEOUT = 5.0  # seconds the closing handshake may take before the socket is dropped
 _TEXT, _BINARY, _CONT, _CLOSE, _PING = Opcode.TEXT, Opcode.BINARY, Opcode.CONT, Opcode.CLOSE, Opcode.PING
+_HEAD_SHORT, _HEAD_16, _HEAD_64 = struct.Struct("!BB").pack, struct.Struct("!BBH").pack, struct.Struct("!BBQ").pack
+_FIN_TEXT, _FIN_BINARY = 0x81, 0x82  # a whole text or binary message in one frame, no extension bits
 
 
 class WebSocketError(ConnectionError):
@@ -185,6 +193,9 @@ class _Adapter(asyncio.Protocol):
         self._pong_backlog = 0
         self._error: Optional[BaseException] = None
         self._timer: Optional[asyncio.TimerHandle] = None
+        self._partial = bytearray()  # the start of a frame whose rest is still to come (read directly)
+        self._masked_out = isinstance(ws, ClientProtocol)  # a client masks what it sends, a server does not
+        self._masked_in = not self._masked_out
 
     # ------------------------------------------------------------------ the socket's side
 
@@ -198,15 +209,78 @@ class _Adapter(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         try:
-            self.ws.receive_data(data)
-            self._events()
+            if self._direct():
+                self._received_directly(data)
+            else:
+                if self._partial:  # (read directly before: the frame's start comes first)
+                    data, self._partial = bytes(self._partial) + data, bytearray()
+                self.ws.receive_data(data)
+                self._events([])
         except Exception as exc:  # (a bug of ours or of the app's callbacks: never into the loop)
             self._fail(exc)
 
+    # The everyday frames (a whole text or binary message in one frame, within the size limit) are
+    # read and written here, the rest (the handshake, control frames, fragments, errors, the limit)
+    # by the websockets protocol. Measured on 250-byte messages: websockets' frame parser and
+    # serializer take 6.4 and 7.8 µs a message, these paths 1.8 and 1.3 (masking is websockets' C
+    # apply_mask either way), which is what keeps STOMP over WebSocket near STOMP over TCP.
+
+    def _direct(self) -> bool:
+        # only while websockets' parser waits at a frame boundary with nothing buffered, so the bytes
+        # handed to it later start at a frame's first byte
+        ws = self.ws
+        return ws.state is OPEN and not ws.extensions and ws.current_size is None and not ws.reader.buffer
+
+    def _received_directly(self, data: bytes) -> None:
+        buffer = self._partial
+        buffer += data
+        view = memoryview(buffer)
+        end, pos, masked, limit = len(buffer), 0, self._masked_in, self.ws.max_message_size
+        payloads: List[Any] = []
+        other = False  # a frame of another kind (control, fragment, bad bits, past the limit) is next
+        try:
+            while end - pos >= 2:
+                first, second = buffer[pos], buffer[pos + 1]
+                if (first != _FIN_BINARY and first != _FIN_TEXT) or bool(second & 0x80) is not masked:
+                    other = True
+                    break
+                size, start = second & 0x7F, pos + 2
+                if size == 126:
+                    size, start = int.from_bytes(view[pos + 2 : pos + 4], "big"), pos + 4
+                elif size == 127:
+                    size, start = int.from_bytes(view[pos + 2 : pos + 10], "big"), pos + 10
+                if start > end:
+                    break  # the header is cut short: the rest is still to come
+                if limit is not None and size > limit:
+                    other = True  # websockets refuses it (PayloadTooBig), from the header
+                    break
+                if masked:
+                    start += 4
+                if start + size > end:
+                    break  # the rest of this frame is still to come
+                if masked:
+                    payloads.append(apply_mask(view[start : start + size], bytes(view[start - 4 : start])))
+                else:
+                    payloads.append(bytes(view[start : start + size]))  # (no view outlives the loop)
+                pos = start + size
+        finally:
+            view.release()
+        del buffer[:pos]
+        if other:
+            rest = bytes(buffer)
+            buffer.clear()
+            self.ws.receive_data(rest)  # websockets' parser from this frame on
+            self._events(payloads)
+        elif payloads and self.app is not None:
+            self.app.data_received(payloads[0] if len(payloads) == 1 else b"".join(payloads))
+
     def eof_received(self) -> Optional[bool]:
         try:
+            if self._partial:  # (a frame cut short: websockets reports it)
+                self.ws.receive_data(bytes(self._partial))
+                self._partial.clear()
             self.ws.receive_eof()
-            self._events()
+            self._events([])
         except Exception as exc:
             self._fail(exc)
         return False
@@ -237,9 +311,8 @@ class _Adapter(asyncio.Protocol):
 
     # ------------------------------------------------------------------ what arrives
 
-    def _events(self) -> None:
+    def _events(self, payloads: List[Any]) -> None:
         ws = self.ws
-        payloads: List[Any] = []
         closed = pings = False
         for event in ws.events_received():
             if type(event) is Frame:
@@ -325,12 +398,30 @@ class _Adapter(asyncio.Protocol):
         ws = self.ws
         if self.closing:
             return
-        for data in messages:
-            if _is_text(data):
-                ws.send_text(data)
+        if ws.state is not OPEN or ws.extensions or ws.expect_continuation_frame:
+            for data in messages:  # (websockets raises what is wrong)
+                (ws.send_text if _is_text(data) else ws.send_binary)(data)
+            self._flush()
+            return
+        self._flush()  # what websockets has to send (pongs) goes first
+        out: List[bytes] = []
+        masks = os.urandom(4 * len(messages)) if self._masked_out else b""
+        for i, data in enumerate(messages):
+            opcode = _FIN_TEXT if _is_text(data) else _FIN_BINARY
+            size, bit = len(data), 0x80 if masks else 0
+            if size < 126:
+                out.append(_HEAD_SHORT(opcode, bit | size))
+            elif size < 65536:
+                out.append(_HEAD_16(opcode, bit | 126, size))
             else:
-                ws.send_binary(data)
-        self._flush()
+                out.append(_HEAD_64(opcode, bit | 127, size))
+            if masks:
+                mask = masks[4 * i : 4 * i + 4]
+                out += (mask, apply_mask(data, mask))
+            else:
+                out.append(data)
+        if not self.raw.is_closing():
+            self.raw.write(b"".join(out))
 
     def _flush(self) -> None:
         raw = self.raw

@@ -110,3 +110,20 @@ def test_the_command_line_serves_websocket_beside_tcp(run: Any) -> None:
         started = time.monotonic()
         process.communicate(timeout=10)
         assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("size", [125, 126, 65535, 65536, 300_000])
+def test_bodies_around_each_frame_header_size_both_ways(run: Any, size: int) -> None:
+    body = bytes(range(256)) * (size // 256) + b"\xff" * (size % 256)  # (not UTF-8: binary messages)
+
+    async def main() -> List[bytes]:
+        async with aio.Broker(port=0, ws_port=0) as broker:
+            url = f"ws://127.0.0.1:{broker.ws_port}/ws"
+            async with aio.connect(url) as one, aio.connect(url) as two:
+                sub = await two.subscribe("/queue/sizes")
+                for _ in range(3):  # several in a row: frames cross the socket's reads
+                    one.send_nowait("/queue/sizes", body)
+                await one.send("/queue/sizes", b"text " * size, receipt=True)
+                return [(await sub.get(timeout=10)).body for _ in range(4)]
+
+    assert run(main()) == [body, body, body, b"text " * size]
