@@ -22,7 +22,12 @@ work, not per-message work (25-80 ms of CPU, 0.5-1.6 µs per message of a 50,000
 exactly once and byte for byte. Each body starts with a per-run token, so messages left in the queue
 by an aborted earlier run are drained and ignored (reported as ``stale``).
 
-RabbitMQ is started by ``.ci/brokers start rabbitmq`` (STOMP on 127.0.0.1:61613).
+The rows ending in ``-ws`` run the same over STOMP over WebSocket, through RabbitMQ Web-STOMP
+(``ws://127.0.0.1:15674/ws``, ``--ws-port``): ``fastframe-ws`` (the asyncio client),
+``fastframe.sync-ws`` and ``stomp.py-ws`` (stomp.py's ``WSStompConnection``, on websocket-client).
+Their goals: at least 4x ``stomp.py-ws``, and within 1.5x of the same client's TCP row.
+
+RabbitMQ is started by ``.ci/brokers start rabbitmq`` (STOMP on 127.0.0.1:61613, Web-STOMP on 15674).
 """
 
 from __future__ import annotations
@@ -39,7 +44,13 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-CLIENTS = ("fastframe", "fastframe-no-rest", "fastframe.sync", "stomp.py", "stompman", "aiostomp")
+CLIENTS = (
+    "fastframe", "fastframe-no-rest", "fastframe.sync", "stomp.py", "stompman", "aiostomp",
+    "fastframe-ws", "fastframe.sync-ws", "stomp.py-ws",
+)  # fmt: skip
+#: the rows over WebSocket -> the baseline over WebSocket, and the same client's row over TCP
+WS_ROWS = {"fastframe-ws": "fastframe", "fastframe.sync-ws": "fastframe.sync", "stomp.py-ws": "stomp.py"}
+WS_GOAL, WS_TCP_GOAL = 4.0, 1.5
 FASTFRAME_REST = {"fastframe": None, "fastframe-no-rest": 0.0}  # connect(coalesce_reads=...); None: the default
 BASELINES = ("stomp.py", "stompman")
 GOAL = 5.0  # fastframe's messages per client CPU-second, as a multiple of each baseline's
@@ -51,6 +62,9 @@ DIST = {
     "stomp.py": "stomp.py",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
+    "fastframe-ws": "fastframe",
+    "fastframe.sync-ws": "fastframe",
+    "stomp.py-ws": "stomp.py",
 }
 MODULES = {
     "fastframe": "fastframe.aio",
@@ -59,6 +73,9 @@ MODULES = {
     "stomp.py": "stomp",
     "stompman": "stompman",
     "aiostomp": "aiostomp",
+    "fastframe-ws": "fastframe.aio",
+    "fastframe.sync-ws": "fastframe.sync",
+    "stomp.py-ws": "stomp",
 }
 LOGIN, PASSCODE = "guest", "guest"
 QUEUE = "/queue/fastframe-bench-{}"  # each client's queue (its name); bench/sync_clients.py has its own
@@ -283,6 +300,46 @@ def run_fastframe_no_rest(
     asyncio.run(_fastframe(host, port, dest, payloads, got, timeout, FASTFRAME_REST["fastframe-no-rest"]))
 
 
+def run_stomp_py_ws(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+    try:
+        import stomp
+        import websocket  # noqa: F401  (websocket-client: what WSStompConnection runs on)
+    except ImportError as exc:
+        raise Unavailable(str(exc)) from exc
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: Any) -> None:
+            got.add(frame.body)
+
+    def connection() -> Any:
+        made = stomp.WSStompConnection(
+            [(host, port)], ws_path="/ws", heartbeats=(0, 0), auto_decode=False, vhost="/"
+        )  # (no heart-beats: RabbitMQ Web-STOMP closes fast publishers that have them)
+        return made
+
+    consumer = connection()
+    consumer.set_listener("bench", Listener())
+    consumer.connect(LOGIN, PASSCODE, wait=True)
+    consumer.subscribe(dest, id="1", ack="auto")
+    producer = connection()
+    producer.connect(LOGIN, PASSCODE, wait=True)
+    for body in payloads:
+        producer.send(dest, body)
+    got.finished.wait(timeout)
+    producer.disconnect()
+    consumer.disconnect()
+
+
+def run_fastframe_ws(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
+    asyncio.run(_fastframe(f"ws://{host}:{port}/ws", port, dest, payloads, got, timeout, None))
+
+
+def run_fastframe_sync_ws(
+    host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float
+) -> None:
+    run_fastframe_sync(f"ws://{host}:{port}/ws", port, dest, payloads, got, timeout)
+
+
 def run_fastframe_sync(host: str, port: int, dest: str, payloads: List[bytes], got: Collector, timeout: float) -> None:
     try:
         import fastframe.sync
@@ -366,6 +423,9 @@ RUNNERS: Dict[str, Runner] = {
     "stomp.py": run_stomp_py,
     "stompman": run_stompman,
     "aiostomp": run_aiostomp,
+    "fastframe-ws": run_fastframe_ws,
+    "fastframe.sync-ws": run_fastframe_sync_ws,
+    "stomp.py-ws": run_stomp_py_ws,
 }
 
 
@@ -428,7 +488,8 @@ def broker_answers(host: str, port: int) -> bool:
 
 def measure(name: str, args: argparse.Namespace, module: str = "bench.clients") -> Dict[str, Any]:
     """Run client ``name`` in a child process (``python -m <module> --child NAME``); its result row."""
-    cmd = [sys.executable, "-m", module, "--child", name, "--host", args.host, "--port", str(args.port)]
+    port = getattr(args, "ws_port", 15674) if name in WS_ROWS else args.port
+    cmd = [sys.executable, "-m", module, "--child", name, "--host", args.host, "--port", str(port)]
     cmd += ["--messages", str(args.messages), "--size", str(args.size), "--timeout", str(args.timeout)]
     if getattr(args, "round_trips", 0):
         cmd += ["--round-trips", str(args.round_trips)]
@@ -489,6 +550,20 @@ def table(rows: List[Dict[str, Any]], args: argparse.Namespace) -> str:
             f"| {row['client']} | {row.get('version', '-')} | {speed} | {cpu_us} | {per_s} | "
             f"{ratios[0]} | {ratios[1]} | {rtts[0]} | {rtts[1]} | {result} |"
         )
+    ws = [name for name in WS_ROWS if name != "stomp.py-ws" and rates.get(name)]
+    if ws:
+        out += ["", f"Over WebSocket (RabbitMQ Web-STOMP), goal ≥ {WS_GOAL:.0f}× stomp.py-ws and within "
+                f"{WS_TCP_GOAL}× of the same client over TCP (messages per client CPU-second):"]  # fmt: skip
+        for name in ws:
+            rate, base, tcp = rates[name], rates.get("stomp.py-ws"), rates.get(WS_ROWS[name])
+            parts = []
+            if rate and base:
+                parts.append(f"{rate / base:.1f}× stomp.py-ws ({'met' if rate / base >= WS_GOAL else 'NOT met'})")
+            if rate and tcp:
+                slower = tcp / rate
+                parts.append(f"TCP row {slower:.2f}× faster ({'met' if slower <= WS_TCP_GOAL else 'NOT met'})")
+            if parts:
+                out.append(f"- {name}: " + "; ".join(parts) + ".")
     out += ["", f"Goal ≥ {GOAL:.0f}× messages per client CPU-second:"]
     for name in GOAL_ROWS:
         ff = rates.get(name)
@@ -506,6 +581,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.clients", description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=61613, help="RabbitMQ's STOMP port (default 61613)")
+    parser.add_argument("--ws-port", type=int, default=15674, help="RabbitMQ Web-STOMP's port (the -ws rows)")
     parser.add_argument("--messages", type=int, default=100_000)
     parser.add_argument("--size", type=int, default=200, help="body size in bytes (default 200)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one client may take")
