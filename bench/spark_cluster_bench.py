@@ -134,6 +134,165 @@ def run_cluster(
     return out
 
 
+STREAM_DURATIONS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
+
+
+def _driver_cpu(spark: Any) -> float:
+    """CPU seconds of the driver so far: this process and its JVM with the JVM's Python workers (planning)."""
+    return time.process_time() + _tree_cpu(spark.sparkContext._gateway.proc.pid)
+
+
+def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_only: bool = False) -> Dict[str, Any]:
+    """One availableNow query from a new checkpoint into Parquet: seconds from start() to its first batch's end
+    and to its end, the driver's CPU, the batches' Spark durations summed (ms)."""
+    reader = spark.readStream.format("stomp")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    shutil.rmtree(folder, ignore_errors=True)
+    writer = reader.load().writeStream.format("parquet").option("checkpointLocation", os.path.join(folder, "ck"))
+    cpu0 = _driver_cpu(spark)
+    started = time.perf_counter()
+    query = writer.trigger(availableNow=True).start(os.path.join(folder, "out"))
+    first = None
+    try:
+        while query.isActive:
+            if first is None and query.lastProgress is not None:
+                first = time.perf_counter() - started
+                if first_batch_only:
+                    break
+            time.sleep(0.01)
+        wall = time.perf_counter() - started
+        if query.exception() is not None:
+            raise RuntimeError(str(query.exception())[:2000])
+    finally:
+        query.stop()
+    progress = query.recentProgress
+    durations = {k: sum(p["durationMs"].get(k, 0) for p in progress) for k in STREAM_DURATIONS}
+    return {
+        "first_batch_s": round(first if first is not None else wall, 3),
+        "first_batch_rows": progress[0]["numInputRows"] if progress else 0,
+        "wall_s": round(wall, 3),
+        "rows": sum(p["numInputRows"] for p in progress),
+        "batches": len(progress),
+        "driver_cpu_s": round(_driver_cpu(spark) - cpu0, 3),
+        "durations_ms": durations,
+    }
+
+
+def run_stream_cluster(
+    workers: int, queues: Dict[str, Any], args: Any, tmp: str, caps: Optional[CpuCaps]
+) -> Dict[str, Any]:
+    """The stream measurements on a cluster of ``workers`` Workers (see ``--stream``)."""
+    from fastframe.spark import get_session
+    from fastframe.spark.standalone import StandaloneCluster
+
+    from .spark_stream_bench import HOST, PORT
+
+    base = {"host": HOST, "port": str(PORT), "login": "guest", "passcode": "guest", "minPartitions": "2"}
+    stream = {**base, "consume": "stream", "maxMessagesPerTrigger": str(args.batch)}
+    prefix = caps.prefix if caps is not None else None
+    out: Dict[str, Any] = {"workers": workers}
+    with StandaloneCluster(workers=workers, cores=1, memory="1g", worker_prefix=prefix) as cluster:
+        started = time.perf_counter()
+        spark = get_session(cluster.url, app_name=f"fastframe cluster stream bench ({workers})",
+                            conf={"spark.cores.max": str(workers)})  # fmt: skip
+        try:
+            wait_for_executors(spark, workers)
+            out["session_and_executors_s"] = round(time.perf_counter() - started, 2)
+            # a new application's first query: the cold start (Python workers, imports, first connections)
+            cold = _stream_query(spark, {**stream, "destination": f"/amq/queue/{queues['warm']}"},
+                                 os.path.join(tmp, "cold"))  # fmt: skip
+            out["cold_query"] = cold
+            # a warm cluster: the first batch of a new query, then whole queries
+            first = _stream_query(spark, {**stream, "destination": f"/amq/queue/{queues['stream']}",
+                                          "maxMessagesPerTrigger": str(args.first_batch)},
+                                  os.path.join(tmp, "first"), first_batch_only=True)  # fmt: skip
+            out["warm_first_batch"] = first
+            runs = []
+            for i in range(args.repeat):
+                cpu0 = caps.usage() if caps is not None else {}
+                run = _stream_query(spark, {**stream, "destination": f"/amq/queue/{queues['stream']}"},
+                                    os.path.join(tmp, f"stream-{i}"))  # fmt: skip
+                if caps is not None:
+                    run["workers_cpu_s"] = round(caps.usage()["cpu_s"] - cpu0["cpu_s"], 3)
+                runs.append(run)
+            best = min(runs, key=lambda r: r["wall_s"])
+            assert best["rows"] == queues["count"], best
+            out["stream"] = {**best, "messages_per_s": round(best["rows"] / best["wall_s"]),
+                             "driver_cpu_us_per_message": round(best["driver_cpu_s"] * 1e6 / best["rows"], 2),
+                             "walls_s": [r["wall_s"] for r in runs]}  # fmt: skip
+            if args.ack:
+                destination = f"/queue/{queues['ack']}-{workers}"
+                asyncio_run(_publish_queue(destination, args.ack, args.size))
+                ack = _stream_query(spark, {**base, "consume": "ack", "destination": destination,
+                                            "maxMessagesPerTrigger": str(args.batch)},
+                                    os.path.join(tmp, "ack"))  # fmt: skip
+                assert ack["rows"] >= args.ack, ack
+                out["ack"] = {**ack, "messages_per_s": round(ack["rows"] / ack["wall_s"]),
+                              "driver_cpu_us_per_message": round(ack["driver_cpu_s"] * 1e6 / ack["rows"], 2)}  # fmt: skip
+        finally:
+            spark.stop()
+    return out
+
+
+def asyncio_run(work: Any) -> Any:
+    import asyncio
+
+    return asyncio.run(work)
+
+
+async def _publish_queue(destination: str, count: int, size: int) -> None:
+    """``count`` messages to a classic queue, the last with a receipt (so all are queued on return)."""
+    import fastframe.aio as aio
+
+    from .spark_stream_bench import CLIENT, HOST, PORT, _body
+
+    async with aio.connect(HOST, PORT, timeout=60, **CLIENT) as client:
+        for n in range(count):
+            await client.send(destination, _body(n, size), {"n": str(n)}, receipt=n == count - 1)
+
+
+def stream_main(args: Any) -> int:
+    """``--stream``: a RabbitMQ stream of ``--messages`` messages read by an availableNow query, 1 then 2 Workers."""
+    from .spark_stream_bench import _delete_queues, _publish, _queue
+
+    tmp = tempfile.mkdtemp(prefix="fastframe-cluster-stream-bench-")
+    runs: List[Dict[str, Any]] = []
+    try:
+        queues: Dict[str, Any] = {"stream": _queue("cluster"), "warm": _queue("cluster-warm"),
+                                  "ack": f"ff-bench-ack-{os.getpid()}", "count": args.messages + 1}  # fmt: skip  (_publish adds a last one)
+        asyncio_run(_publish(queues["stream"], args.messages, args.size, 1000, False))
+        asyncio_run(_publish(queues["warm"], args.warm, args.size, 1000, False))
+        print(f"stream: {args.messages:,} messages of {args.size} bytes; warm-up stream {args.warm:,}", flush=True)
+        for workers in (1, 2):
+            caps = CpuCaps(args.worker_cpu, workers, "w", "--worker-cpu") if args.worker_cpu else None
+            with caps or contextlib.nullcontext():
+                runs.append(run_stream_cluster(workers, queues, args, tmp, caps))
+            print(f"{workers} worker(s): {json.dumps(runs[-1])}", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        _delete_queues()
+    one, two = runs
+    ratio = one["stream"]["wall_s"] / two["stream"]["wall_s"]
+    results: Dict[str, Any] = {"mode": "stream", "messages": args.messages, "worker_cpu": args.worker_cpu,
+                               "runs": runs, "two_over_one": round(ratio, 3), "target_ratio": 1.7}  # fmt: skip
+    print()
+    print(f"each Worker capped at {args.worker_cpu} core" if args.worker_cpu else "Workers not capped")
+    print(
+        "| workers | availableNow query, messages/s | wall s | batches | driver CPU us/message | warm first batch "
+        "s (rows) | cold first query s (rows) | consume=ack messages/s | ack driver CPU us/message |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for run in runs:
+        st, first, cold, ack = run["stream"], run["warm_first_batch"], run["cold_query"], run.get("ack", {})
+        print(f"| {run['workers']} | {st['messages_per_s']:,} | {st['wall_s']:.2f} | {st['batches']} "
+              f"| {st['driver_cpu_us_per_message']:.1f} | {first['first_batch_s']:.2f} ({first['first_batch_rows']:,}) "
+              f"| {cold['wall_s']:.2f} ({cold['rows']:,}) | {ack.get('messages_per_s', 0):,} "
+              f"| {ack.get('driver_cpu_us_per_message', 0):.1f} |")  # fmt: skip
+    print(f"\ntwo workers / one = {ratio:.2f}x end to end (target 1.7x)")
+    return finish(results, args.json)
+
+
 def write(df: Any, sink: str, target: str) -> None:
     if sink == "noop":
         df.write.format("noop").mode("overwrite").save()
@@ -151,7 +310,19 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--json", default=os.path.join("out", "spark_cluster_bench.json"), help="write numbers here")
     parser.add_argument("--worker-cpu", type=float, metavar="CORES",
                         help="cap each Worker (and all it starts) at CORES in its own cgroup v1 cpu cgroup (root)")  # fmt: skip
+    parser.add_argument("--stream", action="store_true",
+                        help="the stomp stream source instead (live RabbitMQ): an availableNow query, 1 then 2 Workers")  # fmt: skip
+    parser.add_argument("--messages", type=int, default=60_000, help="--stream: messages in the stream")
+    parser.add_argument("--size", type=int, default=200, help="--stream: body bytes")
+    parser.add_argument("--batch", type=int, default=10_000, help="--stream: maxMessagesPerTrigger")
+    parser.add_argument("--first-batch", type=int, default=2_000, help="--stream: the warm first batch's messages")
+    parser.add_argument("--warm", type=int, default=4_000, help="--stream: the cold start query's messages")
+    parser.add_argument("--ack", type=int, default=20_000, help="--stream: consume=ack messages (0: none)")
     args = parser.parse_args(argv)
+    if args.stream:
+        if args.json == os.path.join("out", "spark_cluster_bench.json"):
+            args.json = os.path.join("out", "spark_cluster_stream_bench.json")
+        return stream_main(args)
 
     tmp = tempfile.mkdtemp(prefix="fastframe-cluster-bench-")
     runs: List[Dict[str, Any]] = []
