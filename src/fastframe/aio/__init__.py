@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._client import Client, Reconnect, connect, log_unrouted
+from ._client import Client, Reconnect, connect, log_unrouted, start_call
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
 from ._transport import ClientSession
@@ -72,4 +72,5 @@ __all__ = [
     "connect",
     "log_unrouted",
     "serve",
+    "start_call",
 ]

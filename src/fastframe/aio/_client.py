@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 import random
@@ -10,14 +11,28 @@ import secrets
 import ssl as _ssl
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Sequence, Tuple, Type, Union
+from typing import (
+    Any,
+    Callable,
+    Coroutine,
+    Dict,
+    Generator,
+    Iterator,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    Type,
+    TypeVar,
+    Union,
+)
 
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
 from ._subscription import Message, Subscription, Transaction
 from ._transport import ClientSession, FrameHook, WireHook
 
-__all__ = ["Client", "Reconnect", "connect", "log_unrouted"]
+__all__ = ["Client", "Reconnect", "connect", "log_unrouted", "start_call"]
 
 _CONNECTED = State.CONNECTED
 _ERROR_TEXT = 4096  # bytes of an ERROR's body that Reconnect.retries() reads
@@ -29,6 +44,31 @@ _ENDED_SUBSCRIPTIONS_KEPT = 1024
 _TEMP_QUEUES_WITHOUT_SUBSCRIBE = ("RabbitMQ/", "fastframe/")
 
 log = logging.getLogger("fastframe.aio")
+
+#: (:func:`start_call`) called once the frame of the call running in this context is written
+_on_written: contextvars.ContextVar[Optional[Callable[[], None]]] = contextvars.ContextVar("_on_written", default=None)
+T = TypeVar("T")
+
+
+async def start_call(call: Coroutine[Any, Any, T]) -> Tuple[asyncio.Task[T], bool]:
+    """Run ``call`` (one of a :class:`Client`'s coroutines) in a task of its own and return the task
+    once the call's frame is written, or once the call ended without writing one, with whether the
+    frame was written: the wait for its receipt goes on in the task. Calls started one after
+    another so write their frames in that order, and none waits for another's receipt: the
+    blocking client's I/O thread runs its threads' calls so."""
+    loop = asyncio.get_running_loop()
+    written: asyncio.Future[None] = loop.create_future()
+
+    def mark() -> None:
+        if not written.done():
+            written.set_result(None)
+
+    context = contextvars.copy_context()
+    context.run(_on_written.set, mark)
+    task = context.run(loop.create_task, call)  # (the task runs in a copy of that context)
+    await asyncio.wait((task, written), return_when=asyncio.FIRST_COMPLETED)
+    return task, written.done()
+
 
 UnroutedHook = Callable[[Message], Any]
 
@@ -333,6 +373,9 @@ class Client:
             waiter = session.expect_receipt(receipt_id) if receipt_id is not None else None
             try:
                 session.write(data)
+                written = _on_written.get()
+                if written is not None:
+                    written()  # (start_call's caller goes on: the frame is out, in order)
                 await session.drain()
                 if waiter is not None:
                     await waiter

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 
 from .. import aio
 from ..protocol import LocalProtocolError
-from ._loop import ConnectionClosedLater, LoopThread, Outbox, blocking_timeout
+from ._loop import CallTimeout, ConnectionClosedLater, LoopThread, Outbox, blocking_timeout
 from ._subscription import Message, Subscription, Transaction, loop_share
 
 __all__ = ["Client", "connect"]
@@ -21,6 +21,7 @@ __all__ = ["Client", "connect"]
 T = TypeVar("T")
 Headers = Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]]
 _JOIN = 5.0  # seconds to wait for the I/O thread and callback workers to end when closing
+_VERDICT = 1.0  # seconds a caller whose call started waits past its timeout for the loop's own verdict
 
 
 class Client:
@@ -128,9 +129,19 @@ class Client:
         except ConnectionClosedLater:
             raise self._closed_error() from None
         try:
-            return waiter.result(limit)
+            try:
+                return waiter.result(limit)
+            except concurrent.futures.TimeoutError:
+                if waiter.done():
+                    raise  # the call's own verdict (a CallTimeout), not the end of this wait
+                if waiter.cancel():  # not run yet: it never will
+                    raise CallTimeout(written=False) from None
+                return waiter.result(_VERDICT)  # it runs with the same deadline: its verdict is due
+        except CallTimeout as exc:
+            if exc.written:
+                raise TimeoutError(f"no answer within {limit} s (the frame was sent)") from exc.__cause__
+            raise TimeoutError(f"not sent: the connection did not take the call within {limit} s") from None
         except BaseException as exc:
-            waiter.cancel()  # (not run yet: it never will)
             error = blocking_timeout(exc)
             if error is exc:
                 raise
@@ -233,7 +244,7 @@ class Client:
             raise ValueError("max_queue must be at least 1")
         sub_id = id or self._new_id("sub-")
         sub: Subscription = self._call(
-            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, timeout
+            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, timeout=timeout
         )
         if on_message is not None:
             sub._start_worker(on_message, on_error)

@@ -3,7 +3,10 @@
 User threads never touch the socket or the protocol connection: every call becomes an entry of
 :class:`Outbox`, run on the loop in the order the entries were made, so frames go out whole and in
 call order whatever thread made them. A call that nobody waits for (a SEND or ACK without a
-receipt) costs its caller one lock and one append; the loop takes the entries in batches.
+receipt) costs its caller one lock and one append; the loop takes the entries in batches. A call
+that waits for a receipt holds the queue only until its frame is written: the wait goes on in a
+task of its own (:func:`fastframe.aio.start_call`), so no thread's frame waits behind another's
+receipt.
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import functools
 import logging
 import threading
 import time
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Tuple, TypeVar
 
-__all__ = ["LoopThread", "Outbox", "blocking_timeout"]
+from .. import aio
+
+__all__ = ["CallTimeout", "LoopThread", "Outbox", "blocking_timeout"]
 
 T = TypeVar("T")
 log = logging.getLogger("fastframe.sync")
@@ -118,12 +124,14 @@ class LoopThread:
 
 _BATCH_BYTES = 64 * 1024  # (bodies) a run of SENDs written at once stops past this much
 
-# (call, its arguments, its keyword arguments, who waits for its result); call None: the everyday SEND
+# (call, its arguments, its keyword arguments, who waits for its result, the waiter's deadline on
+# time.monotonic()); call None: the everyday SEND
 Entry = Tuple[
     Optional[Callable[..., Awaitable[Any]]],
     Tuple[Any, ...],
     Dict[str, Any],
     Optional["concurrent.futures.Future[Any]"],
+    float,
 ]
 _NO_KWARGS: Dict[str, Any] = {}  # (the everyday SEND's: its arguments are positional)
 
@@ -168,7 +176,7 @@ class Outbox:
         entries = self._entries
         if len(entries) >= self._limit:
             self._wait_for_room(timeout)
-        entries.append((None, args, _NO_KWARGS, None))
+        entries.append((None, args, _NO_KWARGS, None, 0.0))
         if not self._scheduled:
             self._schedule()
 
@@ -180,11 +188,15 @@ class Outbox:
         waiter: Optional[concurrent.futures.Future[Any]],
         timeout: float,
     ) -> None:
-        """Queue ``call(*args, **kwargs)``; ``waiter`` (if any) gets its result or exception."""
+        """Queue ``call(*args, **kwargs)``; ``waiter`` (if any) gets its result or exception. A call
+        waited for runs in a task of its own once its turn comes: the next entries go as soon as its
+        frame is written. Its ``timeout`` keyword, if it takes one, counts from now: when the call
+        starts, it gets what is left (none left: :class:`CallTimeout`, the call never runs)."""
         entries = self._entries
+        deadline = time.monotonic() + timeout
         if len(entries) >= self._limit:
             self._wait_for_room(timeout)
-        entries.append((call, args, kwargs, waiter))
+        entries.append((call, args, kwargs, waiter, deadline))
         if not self._scheduled:
             self._schedule()
 
@@ -219,7 +231,7 @@ class Outbox:
         entries, send, send_batch, failed = self._entries, self._send, self._send_batch, self._failed
         while True:
             while entries:
-                call, args, kwargs, waiter = entries.popleft()
+                call, args, kwargs, waiter, deadline = entries.popleft()
                 if call is None:  # the everyday SEND: the run of them that waits goes out in one write
                     batch, size = [args], len(args[1])
                     while entries and size < _BATCH_BYTES and entries[0][0] is None:
@@ -243,8 +255,11 @@ class Outbox:
                         self._room.notify_all()
                 if call is None:
                     continue
-                if waiter is not None and not waiter.set_running_or_notify_cancel():
-                    continue  # its caller stopped waiting before it ran
+                if waiter is not None:
+                    if waiter.set_running_or_notify_cancel():
+                        await self._start_waited(call, args, kwargs, waiter, deadline)
+                    # (else its caller stopped waiting before it ran: it never runs, the caller said so)
+                    continue
                 try:
                     result = await call(*args, **kwargs)
                 except asyncio.CancelledError:
@@ -269,10 +284,61 @@ class Outbox:
                     return
                 self._scheduled = True
 
+    async def _start_waited(
+        self,
+        call: Callable[..., Awaitable[Any]],
+        args: Tuple[Any, ...],
+        kwargs: Dict[str, Any],
+        waiter: concurrent.futures.Future[Any],
+        deadline: float,
+    ) -> None:
+        # a call somebody waits for: written in turn, its receipt awaited beside the queue
+        if "timeout" in kwargs:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                waiter.set_exception(CallTimeout(written=False))
+                return
+            kwargs = dict(kwargs, timeout=left)  # the caller's deadline, not a new one from now
+        coro: Coroutine[Any, Any, Any] = call(*args, **kwargs)  # type: ignore[assignment]
+        try:
+            task, written = await aio.start_call(coro)
+        except asyncio.CancelledError:
+            waiter.set_exception(aio.ConnectionClosedError("the client was closed"))
+            raise
+        except BaseException as exc:
+            waiter.set_exception(exc)
+            return
+        task.add_done_callback(functools.partial(_hand_over, waiter, written))
+
     def _failed(self, exc: BaseException) -> None:
         if self.failure is None:
             self.failure = exc
             log.warning("a call that nobody waited for failed: %r", exc)
+
+
+def _hand_over(waiter: concurrent.futures.Future[Any], written: bool, task: asyncio.Task[Any]) -> None:
+    """(On the loop) what a call's task came to, to the thread waiting for it."""
+    if task.cancelled():
+        waiter.set_exception(aio.ConnectionClosedError("the client was closed"))
+        return
+    exc = task.exception()
+    if exc is None:
+        waiter.set_result(task.result())
+    elif isinstance(exc, _TIMEOUTS):
+        error = CallTimeout(written=written)
+        error.__cause__ = exc
+        waiter.set_exception(error)
+    else:
+        waiter.set_exception(exc)
+
+
+class CallTimeout(TimeoutError):
+    """Internal: a call's own deadline passed on the loop; ``written``: whether its frame had gone out
+    (the client raises a :class:`TimeoutError` that says which)."""
+
+    def __init__(self, written: bool) -> None:
+        super().__init__("the frame was written; its answer did not come" if written else "the frame was not sent")
+        self.written = written
 
 
 class ConnectionClosedLater(RuntimeError):

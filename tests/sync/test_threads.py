@@ -1,0 +1,136 @@
+"""Issue 32: the blocking client's threads never wait on each other. A call waiting for its receipt
+holds no other thread's frame; every frame is written in call order as soon as it is called; a
+receipt wait that times out never un-sends a frame already called, and one not yet written fails
+clearly instead. Against a scripted server that never answers receipts."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, List, Optional
+
+import pytest
+
+import fastframe.sync
+from fastframe.protocol import Send
+
+from ._servers import FakeServerThread
+
+
+def bodies(server: FakeServerThread) -> List[bytes]:
+    """(On the server's loop) the bodies of the SENDs it read, in order."""
+    return [bytes(e.frame.body) for peer in server.server.peers for e in peer.frames if isinstance(e, Send)]
+
+
+def sent_bodies(server: FakeServerThread) -> List[bytes]:
+    return server.call(lambda: bodies(server))
+
+
+def in_thread(target: Any) -> "tuple[threading.Thread, List[Optional[BaseException]]]":
+    outcome: List[Optional[BaseException]] = []
+
+    def run() -> None:
+        try:
+            target()
+        except BaseException as exc:  # (kept for the test's thread to look at)
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_send_is_written_at_once_while_another_thread_waits_for_a_receipt_that_never_comes() -> None:
+    with FakeServerThread(answer_receipts=False) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port)
+        try:
+            waiting, outcome = in_thread(lambda: client.send("/q", b"A", receipt=True, timeout=3))
+            server.wait_for(lambda: b"A" in bodies(server))
+            started = time.monotonic()
+            client.send("/q", b"B")  # another thread's plain SEND: not behind A's wait
+            server.wait_for(lambda: len(bodies(server)) == 2, 2.0)
+            assert time.monotonic() - started < 1.0
+            assert sent_bodies(server) == [b"A", b"B"]  # in call order
+            client.flush(timeout=1)  # so is a call that waits for the I/O thread
+            waiting.join(5)
+            assert not waiting.is_alive() and isinstance(outcome[0], TimeoutError)
+            assert client.is_connected
+        finally:
+            client.close()
+
+
+def test_receipt_sends_of_many_threads_all_reach_the_server_though_none_is_answered() -> None:
+    with FakeServerThread(answer_receipts=False) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port)
+        try:
+            started = time.monotonic()
+            threads = [in_thread(lambda n=n: client.send("/q", b"%d" % n, receipt=True, timeout=0.5)) for n in range(6)]
+            for thread, _ in threads:
+                thread.join(5)
+            assert time.monotonic() - started < 2.0  # the waits ran side by side, not one after another
+            assert all(isinstance(outcome[0], TimeoutError) for _, outcome in threads)
+            for _, outcome in threads:
+                assert "the frame was sent" in str(outcome[0])  # only its receipt did not come
+            server.wait_for(lambda: len(bodies(server)) == 6, 2.0)
+            assert sorted(sent_bodies(server)) == [b"%d" % n for n in range(6)]
+        finally:
+            client.close()
+
+
+def test_frames_of_one_thread_stay_in_call_order_around_receipt_waits() -> None:
+    with FakeServerThread(answer_receipts=False) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port)
+        try:
+            waits = []
+            for n in range(5):
+                client.send("/q", b"plain %d" % n)
+                waits.append(in_thread(lambda n=n: client.send("/q", b"receipt %d" % n, receipt=True, timeout=1)))
+                time.sleep(0.01)  # (each thread's call is made before the next plain SEND)
+            client.send("/q", b"last")
+            server.wait_for(lambda: len(bodies(server)) == 11, 2.0)
+            expected = [body for n in range(5) for body in (b"plain %d" % n, b"receipt %d" % n)] + [b"last"]
+            assert sent_bodies(server) == expected
+            for thread, _ in waits:
+                thread.join(5)
+        finally:
+            client.close()
+
+
+def test_a_receipt_call_not_yet_written_when_its_wait_ends_fails_clearly_and_is_never_sent() -> None:
+    # the I/O thread is held up (a wire hook that sleeps on one frame): the call waits in the
+    # queue past its timeout, so it was never written: it says so, and it never goes later
+    def slow_hook(direction: str, data: bytes) -> None:
+        if direction == "out" and b"slow" in data:
+            time.sleep(1.0)
+
+    with FakeServerThread(answer_receipts=False) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port, wire_hook=slow_hook)
+        try:
+            client.send("/q", b"slow")
+            time.sleep(0.1)  # (the I/O thread sleeps in the hook now)
+            with pytest.raises(TimeoutError, match="not sent"):
+                client.send("/q", b"late", receipt=True, timeout=0.3)
+            client.send("/q", b"after")
+            server.wait_for(lambda: b"after" in bodies(server), 3.0)
+            assert sent_bodies(server) == [b"slow", b"after"]  # "late" never went
+        finally:
+            client.close()
+
+
+def test_a_commit_waiting_for_its_receipt_holds_no_other_frame() -> None:
+    with FakeServerThread(answer_receipts=False) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port)
+        try:
+            client.begin("tx-1")
+            committing, outcome = in_thread(lambda: client.commit("tx-1", timeout=2))
+            time.sleep(0.1)
+            started = time.monotonic()
+            client.send("/q", b"other")
+            server.wait_for(lambda: b"other" in bodies(server), 1.0)
+            assert time.monotonic() - started < 1.0
+            committing.join(5)
+            assert isinstance(outcome[0], TimeoutError)
+        finally:
+            client.close()
