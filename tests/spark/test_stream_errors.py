@@ -148,3 +148,67 @@ def test_the_guides_option_table_matches_the_code() -> None:
     documented.add("destinations")  # (mentioned in the destination row's text)
     documented.add("servers")
     assert documented == set(broker_option_names("source")) | set(broker_option_names("sink"))
+
+
+def test_ack_mode_on_a_stream_queue_is_an_error_at_once() -> None:
+    """/amq/queue/NAME of a stream subscribes fine with consume=ack and delivers nothing: refused instead."""
+    require_broker(RABBIT)
+    stream = new_queue("ack-on-stream")
+    declare_stream(stream)
+    _fails(AckQueueReader(live_options("rabbitmq", f"/amq/queue/{stream}")), "is a stream queue", "consume=stream")
+
+
+def test_ack_mode_on_a_stream_queue_fails_an_available_now_query(spark: Any, tmp_path: Any) -> None:
+    require_broker(RABBIT)
+    stream = new_queue("ack-on-stream-now")
+    declare_stream(stream)
+    options = live_options("rabbitmq", f"/amq/queue/{stream}")
+    reader = spark.readStream.format("stomp")
+    for name, value in options.items():
+        reader = reader.option(name, value)
+    writer = reader.load().writeStream.format("parquet").option("checkpointLocation", str(tmp_path / "ck"))
+    query = writer.trigger(availableNow=True).start(str(tmp_path / "out"))
+    try:
+        with pytest.raises(Exception, match="is a stream queue") as caught:
+            query.awaitTermination(60)
+        assert "consume=stream" in str(caught.value)
+    finally:
+        query.stop()
+
+
+def test_a_connection_lost_while_polling_fails_the_batch() -> None:
+    """consume=ack: the driver's connection ends (here: the broker stops) -> an error, not an empty batch."""
+    import asyncio
+    import threading
+
+    import fastframe.aio as aio
+    from fastframe.spark._stream_read import QueueConsumer
+
+    loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    holder: Dict[str, Any] = {}
+
+    async def serve() -> None:
+        async with aio.Broker(port=0) as broker:
+            holder["port"], holder["stop"] = broker.port, asyncio.Event()
+            ready.set()
+            await holder["stop"].wait()
+
+    thread = threading.Thread(target=loop.run_until_complete, args=(serve(),), daemon=True)
+    thread.start()
+    assert ready.wait(10)
+    consumer = QueueConsumer(
+        source_options({"host": "127.0.0.1", "port": str(holder["port"]), "destination": "/queue/a"})
+    )
+    try:
+        assert consumer.poll(0, 0) == {"/queue/a": []}  # connected, nothing queued: an empty poll
+        loop.call_soon_threadsafe(holder["stop"].set)
+        thread.join(10)
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="connection ended"):
+            for _ in range(50):
+                consumer.poll(0, 0)
+        assert time.monotonic() - started < 10
+    finally:
+        consumer.close()
+        loop.close()

@@ -96,7 +96,9 @@ class StompDataSource(DataSource):
     def schema(self) -> Any:
         if is_broker(self.options):
             from ._stream_schema import stream_spark_schema
+            from ._stream_source import checked_source_options
 
+            checked_source_options(self.options)  # load() fails on a bad option, in one line, before start()
             return stream_spark_schema()
         return spark_schema()
 

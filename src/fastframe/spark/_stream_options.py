@@ -47,6 +47,9 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     # own, 85-90% of the ceiling against 67-78% with 10,000; on cores shared with it, no difference)
     "maxRecordsPerBatch": ("int", 2_000),
     "minPartitions": ("int", 1),  # consume=stream: a destination's range is cut into this many tasks
+    # consume=stream: offsets the checkpoint holds that the stream no longer has (retention, a stream
+    # deleted and declared again) fail the query; false: go on from the first offset there is, logged
+    "failOnDataLoss": ("bool", True),
 }
 
 _SINK_OPTIONS: Dict[str, Tuple[str, Any]] = {
@@ -153,6 +156,7 @@ class SourceOptions(NamedTuple):
     poll_timeout: float
     max_records_per_batch: int
     min_partitions: int
+    fail_on_data_loss: bool = True
 
 
 def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
@@ -232,6 +236,7 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
         poll_timeout=values["pollTimeout"],
         max_records_per_batch=values["maxRecordsPerBatch"],
         min_partitions=values["minPartitions"],
+        fail_on_data_loss=values["failOnDataLoss"],
     )
 
 

@@ -19,6 +19,7 @@ batch that holds them.
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
@@ -87,12 +88,12 @@ async def _stream_subscription(client: Any, destination: str, spec: str, prefetc
 
 async def _find_end(
     broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions, first_wait: float
-) -> int:
+) -> Optional[int]:
     sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, opts.connection.timeout)
     try:
         first = await sub.get(timeout=first_wait)
     except asyncio.TimeoutError:
-        return start  # an empty stream (or nothing within pollTimeout)
+        return None  # an empty stream (or nothing within pollTimeout)
     end = _offset(first, destination) + 1
     unacked = 1
     # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit),
@@ -109,7 +110,7 @@ async def _find_end(
         if unacked >= opts.prefetch // 2:
             await message.ack()
             unacked = 0
-    return max(end, start)
+    return end
 
 
 def find_end(opts: SourceOptions, destination: str, start: int, limit: int, settle: bool = False) -> int:
@@ -134,7 +135,91 @@ def find_end(opts: SourceOptions, destination: str, start: int, limit: int, sett
     with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
         check_rabbitmq(broker)
         work = _find_end(broker, destination, start, limit, opts, first_wait)
-        return broker.run(work, wait, f"finding the end of {destination}")
+        end = broker.run(work, wait, f"finding the end of {destination}")
+    return start if end is None else max(end, start)
+
+
+class DataLossError(BrokerError):
+    """Offsets a query still has to read are gone from the stream (``failOnDataLoss``)."""
+
+
+def data_lost(opts: SourceOptions, destination: str, start: int, first: Optional[int], end: Optional[int]) -> int:
+    """Offsets from ``start`` on are gone from ``destination``, which now holds ``[first, end)`` (None: nothing):
+    raise :class:`DataLossError` (``failOnDataLoss``, the default), or log the skipped range and return the
+    offset to go on from (``failOnDataLoss=false``)."""
+    if first is None or end is None:
+        what = f"holds no message, though the query's next offset is {start}: it was deleted and declared again"
+        again = 0
+    elif end < start:
+        what = (
+            f"ends at offset {end}, before the query's next offset {start}: it was deleted and declared again "
+            "(or the checkpoint belongs to another stream)"
+        )
+        again = first
+    else:
+        what = (
+            f"now begins at offset {first}, past the query's next offset {start}: retention (x-max-length-bytes, "
+            f"x-max-age) removed offsets {start} to {first - 1} before they were read"
+        )
+        again = first
+    if opts.fail_on_data_loss:
+        raise DataLossError(
+            f"failOnDataLoss: stream {destination!r} {what}; set option failOnDataLoss=false to go on from "
+            f"offset {again}"
+        )
+    print(f"fastframe.spark: data lost (failOnDataLoss=false): stream {destination!r} {what}; going on from "
+          f"offset {again}", file=sys.stderr, flush=True)  # fmt: skip
+    return again
+
+
+async def _bounds(
+    broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions, wait: float
+) -> Tuple[Optional[int], Optional[int]]:
+    end = await _find_end(broker, destination, start, limit, opts, wait)
+    if end is None:
+        return None, None
+    # then the first offset, on a subscription of its own (not unsubscribed: see find_end), after the end's:
+    # RabbitMQ sends it a whole chunk, more than it queues, and the client stops reading the socket there
+    head = await _stream_subscription(broker.client, destination, "first", 1, opts.connection.timeout)
+    try:
+        first = _offset(await head.get(timeout=max(wait, 1.0)), destination)
+    except asyncio.TimeoutError:
+        return None, end
+    return first, end
+
+
+def checked_end(opts: SourceOptions, destination: str, start: int, limit: int) -> Tuple[int, int]:
+    """``(begin, end)``: the offsets the next batch of ``destination`` reads, from its committed ``start``,
+    as :func:`find_end` finds them, with ``failOnDataLoss`` applied: ``begin`` is ``start``, or where
+    reading goes on when offsets from ``start`` on are gone (``end < start``: a stream declared again,
+    read from its first offset)."""
+    wait = max(opts.poll_timeout, 1.0) + opts.poll_timeout + opts.connection.timeout * 3
+    with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
+        check_rabbitmq(broker)
+        first, end = broker.run(
+            _bounds(broker, destination, start, limit, opts, opts.poll_timeout),
+            wait,
+            f"finding the end of {destination}",
+        )
+    if end is None and start > 0:
+        # nothing within pollTimeout: an empty stream where the query has read, or a slow broker; a
+        # second look waits at least a second before calling it lost
+        with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
+            first, end = broker.run(
+                _bounds(broker, destination, start, limit, opts, max(opts.poll_timeout, 1.0)),
+                wait,
+                f"finding the end of {destination}",
+            )
+    if end is None:
+        if start == 0:
+            return start, start
+        again = data_lost(opts, destination, start, None, None)
+        return again, again
+    if end < start or (first is not None and first > start + 1):
+        # (a stream spends an offset on each new segment: a first offset one past start loses nothing)
+        again = data_lost(opts, destination, start, first, end)
+        return again, end
+    return start, max(end, start)
 
 
 async def _first_offset(broker: BrokerConnection, destination: str, spec: str, opts: SourceOptions) -> Optional[int]:
@@ -188,6 +273,7 @@ class _Range:
     ) -> None:
         self.destination, self.end, self.next = destination, end, start
         self.max_bytes, self.used, self.taken = max_bytes, 0, 0  # max_bytes 0: no byte limit
+        self.opts, self.delivered = opts, False
         self.prefetch = max(1, min(opts.prefetch, 65_535, end - start))
         self.unacked = 0
         timeout = opts.connection.timeout
@@ -206,6 +292,10 @@ class _Range:
         while len(messages) < rows and self.next < end:
             message = await self.sub.get()
             offset = _offset(message, self.destination)
+            if not self.delivered:
+                self.delivered = True
+                if offset > self.next + 1:  # the range's start is gone (one past it: a new segment's offset)
+                    data_lost(self.opts, self.destination, self.next, offset, offset + 1)
             unacked = self.unacked = self.unacked + 1
             # The broker sends until ``prefetch`` messages are unacknowledged: up to about
             # offset + prefetch - unacked. Acknowledge (ack=client: this one and every one
@@ -249,12 +339,36 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
         while cursor.next < end:
             what = f"reading offset {cursor.next} of {destination} (the batch ends at {end})"
             with collector_paused():
-                messages, offsets = broker.run(cursor.take(opts.max_records_per_batch), opts.connection.timeout, what)
+                try:
+                    messages, offsets = broker.run(
+                        cursor.take(opts.max_records_per_batch), opts.connection.timeout, what
+                    )
+                except BrokerError as exc:
+                    if not isinstance(exc, DataLossError) and _shorter_than(opts, destination, cursor.next):
+                        return  # failOnDataLoss=false: what the stream lacks is skipped (and logged)
+                    raise
                 batch = messages_to_batch(destination, messages, offsets, codec, schema) if messages else None
             del messages, offsets  # freed by their counts, before Spark runs
             if batch is not None:
                 yield batch
         # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription
+
+
+def _shorter_than(opts: SourceOptions, destination: str, offset: int) -> bool:
+    """After a read that got nothing within ``timeout``: whether the stream ends before ``offset`` (deleted and
+    declared again since the batch was planned), which :func:`data_lost` reports; False: the error stands."""
+    try:
+        with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
+            wait = max(opts.poll_timeout, 1.0)
+            first, end = broker.run(
+                _bounds(broker, destination, offset, 0, opts, wait), wait * 2 + opts.connection.timeout * 3, ""
+            )
+    except BrokerError:
+        return False
+    if (end is not None and end > offset) or (end is None and offset == 0):
+        return False  # the stream reaches the offset (or is empty, as a new one is): the error stands
+    data_lost(opts, destination, offset, first, end)
+    return True
 
 
 def end_within_bytes(opts: SourceOptions, destination: str, start: int, end: int, max_bytes: int) -> Tuple[int, int]:
@@ -279,6 +393,24 @@ def end_within_bytes(opts: SourceOptions, destination: str, start: int, end: int
 # --------------------------------------------------------------------------- consume=ack, on the driver
 
 
+def _refuse_stream(opts: SourceOptions, destination: str) -> None:
+    """consume=ack on a RabbitMQ stream queue reads nothing (a stream consumer without x-stream-offset starts
+    at the next message published): refuse it. A SUBSCRIBE with x-stream-offset on a probe connection of its
+    own tells: a stream accepts it, any other queue answers ERROR (which ends that connection only)."""
+    if not destination.startswith("/amq/queue/"):
+        return  # /queue/NAME declares a classic queue: RabbitMQ refuses it for a stream (see _subscribe_error)
+    try:
+        with BrokerConnection(opts.connection, max_queue=2) as broker:
+            work = _stream_subscription(broker.client, destination, "next", 1, opts.connection.timeout)
+            broker.run(work, opts.connection.timeout + 1, f"subscribing to {destination}")
+    except BrokerError:
+        return  # not a stream (or missing: the subscription of consume=ack says so)
+    raise BrokerError(
+        f"destination {destination!r} is a stream queue: consume=ack would read nothing from it (a stream "
+        "keeps its messages and delivers them by offset); read it with consume=stream"
+    )
+
+
 class QueueConsumer:
     """The driver's one connection for ``consume=ack``: it receives, holds and acknowledges messages.
 
@@ -292,6 +424,9 @@ class QueueConsumer:
         self.broker = BrokerConnection(opts.connection, max_queue=opts.prefetch + 1)
         self.subscriptions: Dict[str, Any] = {}
         try:
+            if self.broker.server.lower().startswith("rabbitmq"):
+                for dest in opts.destinations:
+                    _refuse_stream(opts, dest)
             for dest in opts.destinations:
                 self.subscriptions[dest] = self.broker.run(self._subscribe(dest), opts.connection.timeout + 1, "")
         except BaseException:
@@ -311,12 +446,25 @@ class QueueConsumer:
         except aio.ServerError as exc:
             raise _subscribe_error(exc, destination, "ack") from None
 
+    async def _lost(self) -> None:
+        """A connection that ended is an error: a batch never ends quietly because nothing more came."""
+        client = self.broker.client
+        if not client.is_connected:
+            cause = await asyncio.wait_for(client.wait_closed(), self.opts.connection.timeout)
+            raise BrokerError(
+                f"receiving on {self.opts.connection.describe()}: the connection ended: {cause or 'closed'} "
+                "(what was received and not acknowledged goes back to the queue; Spark retries the batch)"
+            )
+
     async def _poll(self, max_messages: int, max_bytes: int) -> Dict[str, List[Any]]:
         subs = self.subscriptions
         deadline = time.monotonic() + self.opts.poll_timeout
         while not any(len(sub) for sub in subs.values()) and time.monotonic() < deadline:
+            await self._lost()
             await asyncio.sleep(0.005)  # the loop reads the sockets meanwhile
         await asyncio.sleep(0)
+        if not any(len(sub) for sub in subs.values()):
+            await self._lost()
         out: Dict[str, List[Any]] = {dest: [] for dest in subs}
         count = size = 0
         progress = True

@@ -30,19 +30,22 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
-    DataSourceStreamArrowWriter,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.streaming.datasource import (
+
+from ._stream_compat import (
+    ADMISSION_CONTROL,
+    PYSPARK_VERSION,
+    STREAM_ARROW_WRITER,
     ReadAllAvailable,
     ReadLimit,
     ReadMaxBytes,
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-
 from ._stream_options import SinkOptions, SourceOptions, sink_options, source_options
 from ._worker import freeze_worker_heap
 
@@ -75,31 +78,71 @@ class RangePartition(InputPartition):
         self.end = end
 
 
-class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class _FollowsTheQuery:
+    """Where the next batch starts, for PySpark 4.0 and 4.1, whose ``latestOffset()`` takes no start.
+
+    As PySpark's own wrapper of simple readers does: the start is the initial offset on a new
+    query, the end of the last batch in the offset log on a restart (Spark plans that batch's
+    partitions again when it restarts), then the end of each batch this reader planned.
+    """
+
+    _initial: Optional[Dict[str, Any]] = None
+    _next: Optional[Dict[str, Any]] = None
+
+    def _first_offset(self) -> Dict[str, Any]:
+        raise NotImplementedError
+
+    def initialOffset(self) -> Dict[str, Any]:
+        if self._initial is None:  # Spark may ask after latestOffset(): the same answer both times
+            self._initial = self._first_offset()
+        return self._initial
+
+    def _start(self, start: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        if start is not None:
+            return start
+        return self._next if self._next is not None else self.initialOffset()
+
+    def _planned(self, end: Dict[str, Any]) -> Dict[str, Any]:
+        self._next = end
+        return end
+
+    def _replanned(self, end: Dict[str, Any]) -> None:
+        if self._next is None:
+            self._next = end
+
+
+class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Any) -> None:
         self.opts = source_options(options)
         self._target: Optional[Dict[str, int]] = None  # availableNow: where each stream ended at the start
         self._proven: Dict[str, int] = {}  # an end a probe found, past the limit it was asked for
+        self._latest: Dict[str, int] = {}  # each stream's end as the last probe found it (reportLatestOffset)
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"opts": self.opts, "_target": None, "_proven": {}}
+        return {"opts": self.opts, "_target": None, "_proven": {}, "_latest": {}}
 
-    def initialOffset(self) -> Dict[str, Any]:
+    def _first_offset(self) -> Dict[str, Any]:
         # earliest, an offset or a JSON object: offsets now. latest and timestamp=T stay names here: the
         # first batch resolves them (see latestOffset), so the offset log keeps where the query began
         from ._stream_read import starting_offset
 
         return {dest: starting_offset(self.opts, dest) for dest in self.opts.destinations}
 
-    def _end(self, dest: str, start: int, max_messages: int) -> int:
-        from ._stream_read import find_end
+    def _end(self, dest: str, start: int, max_messages: int) -> Tuple[int, int]:
+        """(begin, end) of the next range of ``dest``: begin is ``start`` unless offsets from there on are
+        gone and failOnDataLoss=false (see checked_end)."""
+        from ._stream_read import checked_end
 
         proven = self._proven.get(dest, 0)
         if max_messages and proven >= start + max_messages:
-            return start + max_messages  # a backlog already proven: no probe
-        end = find_end(self.opts, dest, start, max_messages)
+            return start, start + max_messages  # a backlog already proven: no probe (a task checks what it reads)
+        begin, end = checked_end(self.opts, dest, start, max_messages)
+        self._latest[dest] = end
+        if end < begin or end < start:
+            self._proven.pop(dest, None)
+            return begin, end  # a stream declared again: read from its first offset to its end
         self._proven[dest] = max(proven, end)
-        return min(end, start + max_messages) if max_messages else end
+        return begin, min(end, begin + max_messages) if max_messages else end
 
     def _ends(self, start: Dict[str, Any], max_messages: int, max_bytes: int) -> Dict[str, Any]:
         from ._stream_read import end_within_bytes, resolve_start, starting_offset
@@ -113,10 +156,14 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             resolved = {d: resolve_start(self.opts, d, start.get(d, starting_offset(self.opts, d))) for d in unresolved}
             return {**start, **resolved}
         ends = {}
+        begins = dict(start)  # past start where offsets are gone (failOnDataLoss=false)
         for dest in self.opts.destinations:
-            ends[dest] = self._end(dest, start[dest], max_messages)
-            if self._target is not None:
-                ends[dest] = min(ends[dest], max(start[dest], self._target.get(dest, start[dest])))
+            begins[dest], ends[dest] = self._end(dest, start[dest], max_messages)
+            if ends[dest] < start[dest]:
+                begins[dest] = ends[dest]  # (a stream declared again: its whole range is one batch)
+            elif self._target is not None:
+                ends[dest] = min(ends[dest], max(begins[dest], self._target.get(dest, begins[dest])))
+        start = begins
         total = sum(ends[d] - start[d] for d in ends)
         if max_messages and total > max_messages:  # share the limit in proportion to each backlog
             left = max_messages
@@ -133,8 +180,15 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 left = max(0, left - used)
         return {**start, **ends}
 
-    def latestOffset(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
-        return self._ends(start, *_limits(limit, self.opts))
+    def reportLatestOffset(self) -> Optional[Dict[str, Any]]:
+        # each stream's end as the driver's last probe found it: Spark shows it as latestOffset in the
+        # query's progress, beside endOffset (PySpark 4.2+; the lag is latest minus end)
+        return dict(self._latest) or None
+
+    def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Optional[ReadLimit] = None) -> Dict[str, Any]:
+        # PySpark 4.0/4.1 call latestOffset() with no arguments (see _FollowsTheQuery)
+        limit = self.getDefaultReadLimit() if limit is None else limit
+        return self._planned(self._ends(self._start(start), *_limits(limit, self.opts)))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return _default_limit(self.opts)
@@ -148,11 +202,14 @@ class StreamQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # one task per destination, or minPartitions tasks each reading a piece of its range (each
         # subscribes at its own first offset: a stream is read at several places at once). A start that
         # is not an offset yet (latest, timestamp=T) is a batch that only resolved it: nothing to read.
+        self._replanned(end)
         out: List[InputPartition] = []
         for dest in self.opts.destinations:
             first, last = start.get(dest), end.get(dest)
             if not isinstance(first, int) or not isinstance(last, int):
                 continue
+            if last < first:  # a stream declared again, failOnDataLoss=false: from its first offset
+                first = 0
             pieces = max(1, min(self.opts.min_partitions, last - first))
             bounds = [first + (last - first) * i // pieces for i in range(pieces + 1)]
             out.extend(RangePartition(dest, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
@@ -184,7 +241,7 @@ def _position(offset: Dict[str, int]) -> Tuple[int, int]:
     return offset["received"], offset["tick"]
 
 
-class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class AckQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: Any) -> None:
         self.opts = source_options(options)
         self._consumer: Any = None
@@ -210,14 +267,19 @@ class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = QueueConsumer(self.opts)
         return self._consumer
 
-    def initialOffset(self) -> Dict[str, int]:
+    def _first_offset(self) -> Dict[str, Any]:
         self._receiver()  # fail now when the broker or a destination is wrong
         return {"received": 0, "tick": 0}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return _default_limit(self.opts)
 
-    def latestOffset(self, start: Dict[str, int], limit: ReadLimit) -> Dict[str, int]:
+    def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Optional[ReadLimit] = None) -> Dict[str, Any]:
+        # PySpark 4.0/4.1 call latestOffset() with no arguments (see _FollowsTheQuery)
+        limit = self.getDefaultReadLimit() if limit is None else limit
+        return self._planned(self._latest(self._start(start), limit))
+
+    def _latest(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
         import fastframe
 
         from ._stream_schema import batch_to_bytes, messages_to_batch
@@ -245,7 +307,8 @@ class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return end
         return start
 
-    def partitions(self, start: Dict[str, int], end: Dict[str, int]) -> Sequence[InputPartition]:
+    def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
+        self._replanned(end)
         for held in self._held:
             if held.start == start and held.end == end:
                 return held.rows
@@ -278,9 +341,22 @@ class AckQueueReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = None
 
 
+def checked_source_options(options: Any) -> SourceOptions:
+    """The source's options, checked against each other and against the PySpark that runs."""
+    opts = source_options(options)
+    if not ADMISSION_CONTROL and opts.consume == "stream" and (opts.max_messages or opts.max_bytes):
+        name = "maxMessagesPerTrigger" if opts.max_messages else "maxBytesPerTrigger"
+        raise ValueError(
+            f"option {name} with consume=stream needs PySpark 4.2 or later (admission control for Python "
+            f"streaming sources), and PySpark {PYSPARK_VERSION} runs here: remove the option (each batch then "
+            "reads what the streams hold) or upgrade PySpark"
+        )
+    return opts
+
+
 def stream_reader(options: Any) -> DataSourceStreamReader:
     """The reader ``consume`` asks for."""
-    opts = source_options(options)
+    opts = checked_source_options(options)
     return StreamQueueReader(options) if opts.consume == "stream" else AckQueueReader(options)
 
 
@@ -301,13 +377,19 @@ def _send(opts: SinkOptions, iterator: Iterator[Any]) -> SentMessage:
     return SentMessage(totals["messages"], totals["bytes"])
 
 
-class BrokerStreamWriter(DataSourceStreamArrowWriter):
-    """``df.writeStream.format("stomp")`` with a broker: every SEND confirmed before the task's commit message."""
+class BrokerStreamWriter(STREAM_ARROW_WRITER or DataSourceStreamWriter):  # type: ignore[misc]
+    """``df.writeStream.format("stomp")`` with a broker: every SEND confirmed before the task's commit message.
+
+    PySpark 4.2+ hands it Arrow batches; 4.0 and 4.1 without ``DataSourceStreamArrowWriter`` hand it rows."""
 
     def __init__(self, options: Any, schema: Any) -> None:
         self.opts = sink_options(options, schema.fieldNames())
 
     def write(self, iterator: Iterator[Any]) -> SentMessage:
+        if STREAM_ARROW_WRITER is None:
+            from ._stream_write import rows_to_batches
+
+            iterator = rows_to_batches(iterator)
         return _send(self.opts, iterator)
 
     def commit(self, messages: List[Any], batchId: int) -> None:

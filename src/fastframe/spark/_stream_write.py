@@ -12,7 +12,7 @@ is at-least-once.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ._stream_client import BrokerConnection
 from ._stream_options import SinkOptions
@@ -88,3 +88,42 @@ async def _settle(window: List[Any], keep: int) -> None:
         done = window[: len(window) - keep]
         del window[: len(window) - keep]
         await asyncio.gather(*done)
+
+
+def rows_to_batches(rows: Iterable[Any], size: int = 2000) -> Iterator[Any]:
+    """Spark rows (what a PySpark 4.0 stream writer receives) as Arrow batches of the columns the sink reads."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    pair = pa.struct([("name", pa.string()), ("value", pa.string())])
+    chunk: List[Any] = []
+
+    def batch() -> Any:
+        names = list(chunk[0].__fields__)
+        columns: Dict[str, Any] = {}
+        if "body" in names:
+            bodies = [row["body"] for row in chunk]
+            text = any(isinstance(body, str) for body in bodies)
+            columns["body"] = pa.array(
+                [body if text or body is None else bytes(body) for body in bodies], pa.string() if text else pa.binary()
+            )
+        if "destination" in names:
+            columns["destination"] = pa.array([row["destination"] for row in chunk], pa.string())
+        if "headers" in names:
+            columns["headers"] = pa.array(
+                [None if row["headers"] is None else [(h[0], h[1]) for h in row["headers"]] for row in chunk],
+                pa.list_(pair),
+            )
+        elif "header_map" in names:
+            columns["header_map"] = pa.array(
+                [None if row["header_map"] is None else list(row["header_map"].items()) for row in chunk],
+                pa.map_(pa.string(), pa.string()),
+            )
+        return pa.RecordBatch.from_pydict(columns)
+
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= size:
+            yield batch()
+            chunk = []
+    if chunk:
+        yield batch()
