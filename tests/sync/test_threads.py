@@ -5,6 +5,9 @@ clearly instead. Against a scripted server that never answers receipts."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, List, Optional
@@ -134,3 +137,73 @@ def test_a_commit_waiting_for_its_receipt_holds_no_other_frame() -> None:
             assert isinstance(outcome[0], TimeoutError)
         finally:
             client.close()
+
+
+# ---------------------------------------------------------------------- a quiet exit and a quiet close
+
+_PROGRAM = """
+import gc, logging, sys, time
+import fastframe.sync
+logging.basicConfig(level=logging.WARNING)
+
+def main(port, ending):
+    client = fastframe.sync.connect("127.0.0.1", port, max_queue=4)
+    sub = client.subscribe("/flood", max_queue=4)
+    client.send("/flood", b"go")
+    deadline = time.monotonic() + 5
+    while len(sub) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the server floods: the queues fill, reading pauses
+    time.sleep(0.2)
+    assert not client.async_client.session.is_reading()
+    if ending == "close":
+        for n in range(300):  # the server reads slowly: many of these still wait when close() comes
+            client.send("/elsewhere", b"x" * 65536)
+            if n % 50 == 0:
+                client.begin("tx-%d" % n)
+        client.close()
+        print("closed", flush=True)
+    else:
+        print("returning", flush=True)  # from main, the client open, the subscription paused
+
+main(int(sys.argv[1]), sys.argv[2])
+gc.collect()  # (what a long program's collector does to what main left behind)
+"""
+
+
+@pytest.mark.parametrize("twin", ["c", "py"])
+@pytest.mark.parametrize("ending", ["return", "close"])
+def test_a_program_ends_quietly_with_a_paused_subscription(twin: str, ending: str, tmp_path: Any) -> None:
+    # returning from main leaves the client's tasks pending (reading paused: no selector holds the
+    # socket); close() makes the calls still queued fail: neither is news worth a line on stderr
+    with FakeServerThread() as server:
+
+        def flood_on_go() -> None:
+            peer = server.server.connected[0]
+            for _ in range(5000):
+                peer.deliver(peer.subscriptions()[0].id, b"m" * 100)
+
+        program = tmp_path / "program.py"
+        program.write_text(_PROGRAM)
+        env = dict(os.environ)
+        if twin == "py":
+            env["FASTFRAME_NO_EXTENSIONS"] = "1"
+        else:
+            env.pop("FASTFRAME_NO_EXTENSIONS", None)
+        child = subprocess.Popen(
+            [sys.executable, str(program), str(server.port), ending],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            server.wait_for(lambda: any(isinstance(e, Send) for p in server.server.peers for e in p.frames), 10)
+            server.call(flood_on_go)
+            server.server.read_delay = 2.0 if ending == "close" else 0.0
+            out, err = child.communicate(timeout=20)
+        finally:
+            if child.poll() is None:
+                child.kill()
+                child.wait(5)
+        assert child.returncode == 0, err.decode()
+        assert out.decode().strip() == ("closed" if ending == "close" else "returning")
+        assert err.decode() == ""  # no "Task was destroyed but it is pending!", no WARNING after close()

@@ -13,7 +13,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tup
 
 from .. import aio
 from ..protocol import LocalProtocolError
-from ._loop import CallTimeout, ConnectionClosedLater, LoopThread, Outbox, blocking_timeout
+from ._loop import CallTimeout, ConnectionClosedLater, LoopThread, Outbox, blocking_timeout, keep
 from ._subscription import Message, Subscription, Transaction, loop_share
 
 __all__ = ["Client", "connect"]
@@ -40,7 +40,10 @@ class Client:
         self._lock = threading.Lock()
         self._ids = 0
         self.timeout = inner.timeout
-        asyncio.run_coroutine_threadsafe(self._watch(), runner.loop)
+        runner.loop.call_soon_threadsafe(self._start_watch)
+
+    def _start_watch(self) -> None:
+        keep(self._runner.loop.create_task(self._watch()))
 
     async def _watch(self) -> None:
         self._ended(await self._inner.wait_closed())
@@ -382,6 +385,7 @@ class Client:
     def close(self) -> None:
         """Close the socket now, without DISCONNECT: every waiter (a thread blocked in ``get()`` too)
         fails at once with :class:`fastframe.aio.ConnectionClosedError`."""
+        self._outbox.close()  # (calls still queued fail with the connection: the user knows why)
         if self._runner.running:
             try:
                 self._runner.run(self._close(), self.timeout + 1.0)
@@ -403,6 +407,7 @@ class Client:
             await asyncio.wait(pumps, timeout=limit)  # they end with the subscriptions' end
 
     def _shut_down(self) -> None:
+        self._outbox.close()
         self._over.set()
         with self._lock:
             released, self._released = self._released, True

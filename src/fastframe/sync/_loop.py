@@ -18,16 +18,29 @@ import functools
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Set, Tuple, TypeVar
 
 from .. import aio
 
-__all__ = ["CallTimeout", "LoopThread", "Outbox", "blocking_timeout"]
+__all__ = ["CallTimeout", "LoopThread", "Outbox", "blocking_timeout", "keep"]
 
 T = TypeVar("T")
 log = logging.getLogger("fastframe.sync")
 
 _TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError)  # (one class from Python 3.11 on)
+
+
+# The client's own tasks (the watch on its end, the subscriptions' pumps), held until they end: a
+# program that drops a client it never closed, while reading is paused (the socket then is in no
+# selector), leaves nothing else holding them, and the collector would destroy them pending.
+_KEPT: Set[asyncio.Task[Any]] = set()
+
+
+def keep(task: asyncio.Task[Any]) -> asyncio.Task[Any]:
+    """Hold ``task`` until it ends (the event loop holds its tasks only weakly)."""
+    _KEPT.add(task)
+    task.add_done_callback(_KEPT.discard)
+    return task
 
 
 def blocking_timeout(exc: BaseException) -> BaseException:
@@ -167,6 +180,11 @@ class Outbox:
         self._waiting_for_room = 0
         #: the first failure of a call nobody waited for (raised by the client's next call, then cleared)
         self.failure: Optional[BaseException] = None
+        self._closed = False  # the user closed the client: what its close makes fail is no news
+
+    def close(self) -> None:
+        """The user closes the client: calls still queued fail with the connection, quietly."""
+        self._closed = True
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -313,7 +331,8 @@ class Outbox:
     def _failed(self, exc: BaseException) -> None:
         if self.failure is None:
             self.failure = exc
-            log.warning("a call that nobody waited for failed: %r", exc)
+            if not (self._closed and isinstance(exc, aio.ConnectionClosedError)):
+                log.warning("a call that nobody waited for failed: %r", exc)
 
 
 def _hand_over(waiter: concurrent.futures.Future[Any], written: bool, task: asyncio.Task[Any]) -> None:

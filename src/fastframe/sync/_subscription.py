@@ -30,6 +30,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import aio
+from ._loop import keep
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -206,7 +207,7 @@ class Subscription:
 
     def _start_pump(self) -> None:
         self._room = asyncio.Event()
-        self._pump = self._loop.create_task(self._run_pump())
+        self._pump = keep(self._loop.create_task(self._run_pump()))
 
     async def _run_pump(self) -> None:
         inner, client, queue = self._inner, self._client, self._queue
