@@ -324,3 +324,43 @@ def test_the_blocking_client_over_a_websocket() -> None:
         loop.call_soon_threadsafe(stop.set)
         thread.join(10)
         loop.close()
+
+
+def test_without_the_extra_the_error_names_it() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; sys.modules['websockets'] = None\n"
+        "import fastframe.aio, asyncio\n"
+        "try:\n"
+        "    asyncio.run(fastframe.aio.connect('ws://127.0.0.1:9/ws', connect_timeout=2)._connect())\n"
+        "except ImportError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert 'pip install "fastframe[ws]"' in result.stdout, result.stderr
+
+
+def test_a_ping_flood_whose_pongs_are_not_read_is_dropped(run: Any) -> None:
+    async def script(peer: Peer) -> None:
+        await handshake(peer)
+        peer.transport.pause_reading()  # the pongs pile up on the client's side
+        ping = b"p" * 125
+        for _ in range(200):  # up to 200 x 1,000 pings of 125 bytes: the client gives up long before
+            if peer.lost.done():
+                return
+            for _ in range(1000):
+                peer.ws.send_ping(ping)
+            peer.flush()
+            await asyncio.sleep(0.01)
+
+    async def main() -> BaseException:
+        async with FakeServer(script) as server:
+            client = await aio.connect(server.url, timeout=5)
+            error = await asyncio.wait_for(client.wait_closed(), 20)
+            assert error is not None
+            return error
+
+    error = run(main(), timeout=30)
+    assert any(isinstance(e, WebSocketError) and "pings" in str(e) for e in causes(error)), causes(error)
