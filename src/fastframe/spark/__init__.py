@@ -61,6 +61,7 @@ _LAZY = {
     "check_executors": "._cluster",
     "tasks_per_executor": "._cluster",
     "failure_reason": "._cluster",
+    "warm_python_workers": "._cluster",
     "is_local_master": ".session",
 }
 

@@ -32,6 +32,7 @@ __all__ = [
     "pack_env",
     "python_settings",
     "tasks_per_executor",
+    "warm_python_workers",
 ]
 
 # the folder name a shipped environment unpacks to, in the executors' and (as a link) the driver's working folder
@@ -394,6 +395,48 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
                 f"the executors' Python ({item['python']} on {item['host']}) cannot import {module} ({error}); {fix}"
             )
     return seen
+
+
+# what a read or stream task of the stomp source imports on an executor (the ones missing in this release skipped)
+WARM_MODULES = ("pyarrow", "fastframe.spark._source", "fastframe.spark._read", "fastframe.spark._stream_source",
+                "fastframe.spark._stream_read")  # fmt: skip
+
+
+def warm_python_workers(spark: Any, tasks: Optional[int] = None) -> float:
+    """Start, on the executors, the Python workers a ``stomp`` read or stream task runs in; return the seconds.
+
+    Spark runs a data source's tasks in the Python workers of its SQL path,
+    not in those of RDD code (:func:`check_executors`' probe): a new
+    application's first batch would start them and import pyarrow and
+    fastframe's Spark layer (seconds per executor core, more on a busy
+    node). One small ``mapInArrow`` task per core does it ahead, imports
+    what a task imports and freezes the worker's heap as a first task does;
+    PySpark reuses the worker for the next task. Failures are the real
+    job's to report: this raises nothing.
+    """
+    needed = WARM_MODULES
+
+    def warm(batches: Any) -> Any:
+        import importlib
+
+        for name in needed:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        try:
+            importlib.import_module("fastframe.spark._worker").freeze_worker_heap()
+        except (ImportError, AttributeError):
+            pass
+        yield from batches
+
+    started = time.monotonic()
+    count = tasks or max(2, spark.sparkContext.defaultParallelism)
+    try:
+        spark.range(count, numPartitions=count).mapInArrow(warm, "id long").collect()
+    except Exception:
+        pass
+    return time.monotonic() - started
 
 
 def _seq(scala_seq: Any) -> List[Any]:
