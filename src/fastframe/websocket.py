@@ -188,7 +188,6 @@ class _Adapter(asyncio.Protocol):
         self._handshake_timeout = handshake_timeout
         self.opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.closing = False
-        self._lost = False
         self._writing_paused = False
         self._pong_backlog = 0
         self._error: Optional[BaseException] = None
@@ -286,7 +285,6 @@ class _Adapter(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
-        self._lost = True
         self.closing = True
         if self._timer is not None:
             self._timer.cancel()
