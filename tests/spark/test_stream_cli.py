@@ -15,7 +15,9 @@ from .stream_helpers import (
     RABBIT,
     check_rows,
     delete_streams,  # noqa: F401  (deletes the streams a session declared)
+    drain,
     new_queue,
+    publish_queue,
     publish_stream,
     read_rows,
     require_broker,
@@ -71,3 +73,42 @@ def test_stream_command_reports_a_bad_destination(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 1
     assert "does not exist on the broker" in done.stderr and "option destination" in done.stderr
+
+
+def test_ctrl_c_with_consume_ack_acknowledges_what_it_wrote(spark: Any, tmp_path: Path) -> None:
+    """consume=ack: Ctrl-C waits for the batch that acknowledges the last one written, or says how many
+    messages a rerun will write again; what the queue still holds is exactly what was not written plus those."""
+    import re
+
+    require_broker(RABBIT)
+    destination = f"/queue/{new_queue('cli-ack')}"
+    publish_queue("rabbitmq", destination, range(3000))
+    out = tmp_path / "out"
+    command = [
+        FASTFRAME, "stream", destination, "--out", str(out), "--login", "guest", "--passcode", "guest",
+        "--max-messages", "1000",
+    ]  # fmt: skip
+    log_path = tmp_path / "ack.log"
+    log = open(log_path, "w+")
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while "batch 0:" not in log_path.read_text():
+            assert child.poll() is None, log_path.read_text()
+            assert time.monotonic() < deadline, log_path.read_text()
+            time.sleep(0.2)
+        child.send_signal(signal.SIGINT)
+        assert child.wait(timeout=60) == 0, log_path.read_text()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(timeout=30)
+        log.close()
+    text = log_path.read_text()
+    written = {int({h["name"]: h["value"] for h in row["headers"]}["n"]) for row in read_rows(spark, out)}
+    left = {int(m.get("n")) for m in drain("rabbitmq", destination, quiet=1.0)}
+    found = re.search(r"the last (\d+) messages written are not acknowledged", text)
+    again = int(found.group(1)) if found else 0
+    assert written | left == set(range(3000)), text
+    assert len(written & left) == again, text  # duplicates only as announced
+    assert again == 0, text  # a quiet queue: the acknowledging batch ran before the exit

@@ -212,3 +212,12 @@ def test_a_connection_lost_while_polling_fails_the_batch() -> None:
     finally:
         consumer.close()
         loop.close()
+
+
+def test_a_bad_option_fails_at_load(spark: Any) -> None:
+    """In the driver, at load(), before any query starts: the reason on one line of its own."""
+    reader = spark.readStream.format("stomp")
+    for name, value in {"host": "127.0.0.1", "destination": "/queue/a", "consume": "sometimes"}.items():
+        reader = reader.option(name, value)
+    with pytest.raises(Exception, match="option consume: 'sometimes' is not ack or stream"):
+        reader.load()

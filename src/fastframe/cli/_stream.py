@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._args import int_at_least, key_value
 from ._spark import add_ship_env_argument, check_cluster, start_session
@@ -136,7 +136,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
         elif args.trigger:
             writer = writer.trigger(processingTime=f"{args.trigger} seconds")
         query = writer.start(out)
-        return _follow(query, stop, args.no_progress, out, checkpoint)
+        # consume=ack: Ctrl-C waits this long for the batch that acknowledges the last one written
+        settle = 5.0 + 2 * args.trigger if _source_options(args).get("consume", "").lower() == "ack" else 0.0
+        return _follow(query, stop, args.no_progress, out, checkpoint, settle)
     except Exception as exc:  # a bad option: Spark's analysis error holds the reason
         print(f"fastframe stream: {_reason(exc)}", file=sys.stderr)
         return 1
@@ -146,7 +148,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
 
 
-def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint: str) -> int:
+def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint: str, settle: float = 0.0) -> int:
     started = time.monotonic()
     total = 0
     seen: Optional[int] = None
@@ -161,6 +163,8 @@ def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint
         seen, total = _report(query, seen, total, started, quiet)
     if stop.is_set():
         print("fastframe stream: stopping (a rerun resumes from the checkpoint)", file=sys.stderr, flush=True)
+        if settle and failure is None:
+            seen, total = _until_acknowledged(query, seen, total, started, quiet, settle)
     query.stop()
     seen, total = _report(query, seen, total, started, quiet)
     if failure is None:
@@ -169,7 +173,49 @@ def _follow(query: Any, stop: threading.Event, quiet: bool, out: str, checkpoint
         print(f"fastframe stream: the query failed: {_reason(failure)}", file=sys.stderr)
         return 1
     print(f"fastframe stream: {total} messages written to {out} (checkpoint {checkpoint})", file=sys.stderr)
+    if settle:
+        pending = _unacknowledged(query, checkpoint)
+        if pending:
+            print(f"fastframe stream: the last {pending} messages written are not acknowledged (the source "
+                  "acknowledges a batch when Spark plans the next): the broker redelivers them and a rerun "
+                  "writes them again", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _until_acknowledged(
+    query: Any, seen: Optional[int], total: int, started: float, quiet: bool, settle: float
+) -> Tuple[Optional[int], int]:
+    """consume=ack: Spark acknowledges a batch to the source only when it plans the next one, so wait (at
+    most ``settle`` seconds) for a batch without messages after the last one with messages: the source
+    asks for one as soon as the queue pauses, and once it ran every message written is acknowledged."""
+    deadline = time.monotonic() + settle
+    while time.monotonic() < deadline:
+        seen, total = _report(query, seen, total, started, quiet)
+        last = query.lastProgress
+        if last is None or not int(last.get("numInputRows") or 0):
+            break
+        try:
+            if query.awaitTermination(0.2):
+                break
+        except Exception:
+            break
+    return seen, total
+
+
+def _unacknowledged(query: Any, checkpoint: str) -> int:
+    """Messages of the last committed batch when no later batch was planned (so never acknowledged)."""
+
+    def ids(kind: str) -> List[int]:
+        folder = os.path.join(checkpoint, kind)
+        names = os.listdir(folder) if os.path.isdir(folder) else []
+        return [int(name) for name in names if name.isdigit()]
+
+    committed, planned = ids("commits"), ids("offsets")
+    if not committed or max(planned, default=-1) > max(committed):
+        return 0
+    last = max(committed)
+    rows = [int(p.get("numInputRows") or 0) for p in query.recentProgress if p.get("batchId") == last]
+    return rows[-1] if rows else 0
 
 
 def _report(query: Any, seen: Optional[int], total: int, started: float, quiet: bool) -> Tuple[Optional[int], int]:
