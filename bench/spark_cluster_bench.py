@@ -235,6 +235,20 @@ def run_stream_cluster(
                                   "driver_cpu_us_per_message": round(ack["driver_cpu_s"] * 1e6 / max(1, ack["rows"]), 2)}  # fmt: skip
         finally:
             spark.stop()
+        if args.warmed_start:
+            # a second application whose Python workers are started ahead, as fastframe's commands do
+            from fastframe.spark import warm_python_workers
+
+            spark = get_session(cluster.url, app_name=f"fastframe cluster stream bench ({workers}, warmed)",
+                                conf={"spark.cores.max": str(workers)})  # fmt: skip
+            try:
+                wait_for_executors(spark, workers)
+                out["warm_python_workers_s"] = round(warm_python_workers(spark), 2)
+                out["warmed_cold_query"] = _stream_query(
+                    spark, {**stream, "destination": f"/amq/queue/{queues['warm']}"}, os.path.join(tmp, "warmed")
+                )
+            finally:
+                spark.stop()
     return out
 
 
@@ -282,16 +296,17 @@ def stream_main(args: Any) -> int:
                                "runs": runs, "two_over_one": round(ratio, 3), "target_ratio": 1.7}  # fmt: skip
     print()
     print(f"each Worker capped at {args.worker_cpu} core" if args.worker_cpu else "Workers not capped")
-    print(
-        "| workers | availableNow query, messages/s | wall s | batches | driver CPU us/message | warm first batch "
-        "s (rows) | cold first query s (rows) | consume=ack messages/s | ack driver CPU us/message |"
-    )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| workers | availableNow query, messages/s | wall s | batches | driver CPU us/message | warm first batch "
+          "s (rows) | new application's first query s (rows) | the same, workers started ahead s (+ warm-up s) "
+          "| consume=ack messages/s | ack driver CPU us/message |")  # fmt: skip
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in runs:
         st, first, cold, ack = run["stream"], run["warm_first_batch"], run["cold_query"], run.get("ack", {})
+        warmed = run.get("warmed_cold_query", {})
         print(f"| {run['workers']} | {st['messages_per_s']:,} | {st['wall_s']:.2f} | {st['batches']} "
               f"| {st['driver_cpu_us_per_message']:.1f} | {first['first_batch_s']:.2f} ({first['first_batch_rows']:,}) "
-              f"| {cold['wall_s']:.2f} ({cold['rows']:,}) | {ack.get('messages_per_s', 0):,} "
+              f"| {cold['wall_s']:.2f} ({cold['rows']:,}) | {warmed.get('wall_s', 0):.2f} "
+              f"(+{run.get('warm_python_workers_s', 0):.2f}) | {ack.get('messages_per_s', 0):,} "
               f"| {ack.get('driver_cpu_us_per_message', 0):.1f} |")  # fmt: skip
     print(f"\ntwo workers / one = {ratio:.2f}x end to end (target 1.7x)")
     return finish(results, args.json)
@@ -322,6 +337,8 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--first-batch", type=int, default=2_000, help="--stream: the warm first batch's messages")
     parser.add_argument("--warm", type=int, default=4_000, help="--stream: the cold start query's messages")
     parser.add_argument("--ack", type=int, default=20_000, help="--stream: consume=ack messages (0: none)")
+    parser.add_argument("--no-warmed-start", dest="warmed_start", action="store_false",
+                        help="--stream: no second application with its Python workers started ahead")  # fmt: skip
     parser.add_argument("--ack-batch", type=int, default=5_000, help="--stream: consume=ack maxMessagesPerTrigger")
     args = parser.parse_args(argv)
     if args.stream:
