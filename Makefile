@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= test,bench,spark,zstd,ws
 
-.PHONY: demo test bench docs clean fuzz fuzz-smoke sanitize sanitize-smoke valgrind valgrind-smoke
+.PHONY: demo test bench docs clean fuzz fuzz-smoke broker-stress broker-stress-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
 $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/codec/_codec_c.pyx $(wildcard src/fastframe/codec/*.pxi)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,13 @@ fuzz: $(VENV)/.fuzz-installed
 
 fuzz-smoke: $(VENV)/.fuzz-installed
 	FUZZ_SECONDS=$(FUZZ_SMOKE_SECONDS) PY=$(PY) fuzz/fuzz.sh
+
+# `fastframe broker` under mutated real client streams: healthy throughout, memory given back (fuzz/README.md)
+broker-stress: $(VENV)/.installed
+	$(PY) fuzz/broker_stress.py --seconds $(FUZZ_SECONDS)
+
+broker-stress-smoke: $(VENV)/.installed
+	$(PY) fuzz/broker_stress.py --seconds 25
 
 # the ASan + UBSan build (build/asan/) under the codec's test suite, the fuzz corpora and the
 # corpus workout; the smoke takes fewer tests and fewer differential examples

@@ -43,6 +43,7 @@ class _Handler:
 
     def connection_lost(self, conn: ServedConnection, cause: Optional[BaseException]) -> None:
         self.core.close(conn.context)
+        conn.context = None  # the session and the connection refer to each other: freed now, not by the collector
 
 
 class Broker:
