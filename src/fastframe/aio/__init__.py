@@ -31,7 +31,9 @@ with backoff after the connection drops or an ERROR says the server is going awa
 closing a connection by force: AMQP's code 320; any other ERROR ends the client); success means
 CONNECTED arrived; subscriptions are re-established with the same ids.
 ``frame_hook(direction, frame_or_None)`` sees every frame in and out; ``wire_hook(direction,
-bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``.
+bytes)`` every byte. TLS: pass an :class:`ssl.SSLContext` as ``ssl``. STOMP over WebSocket: ``host``
+(and entries of ``servers``) may be a ``ws://`` or ``wss://`` URL (the ``ws`` extra,
+:mod:`fastframe.websocket`); everything else is as over TCP.
 """
 
 from __future__ import annotations
