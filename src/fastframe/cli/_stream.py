@@ -52,7 +52,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     )  # fmt: skip
     cmd.add_argument("--starting-offsets", default="earliest", metavar="WHERE", help="consume=stream: earliest "
                      "(default), latest, an offset, timestamp=SECONDS")  # fmt: skip
-    cmd.add_argument("--max-messages", type=_positive, default=10_000, metavar="N", help="per batch (default 10000)")
+    cmd.add_argument("--max-messages", type=_positive, metavar="N", help="per batch (default 10000; with "
+                     "consume=stream on PySpark 4.0/4.1, which have no admission control: no limit)")  # fmt: skip
     cmd.add_argument("--trigger", type=float, default=0.0, metavar="SECONDS", help="start a batch at most this often")
     cmd.add_argument("--available-now", action="store_true", help="stop once what the broker holds now is written "
                      "(consume=ack: once the queue has nothing more)")  # fmt: skip
@@ -72,8 +73,9 @@ def _source_options(args: argparse.Namespace) -> Dict[str, str]:
         "vhost": args.vhost,
         "destination": ",".join(args.destinations),
         "consume": args.consume,
-        "maxMessagesPerTrigger": str(args.max_messages),
     }
+    if args.max_messages is not None or args.consume == "ack" or _admission_control():
+        options["maxMessagesPerTrigger"] = str(args.max_messages or 10_000)
     passcode = args.passcode if args.passcode is not None else os.environ.get("FASTFRAME_PASSCODE")
     for name, value in (("login", args.login), ("passcode", passcode)):
         if value is not None:
@@ -82,6 +84,13 @@ def _source_options(args: argparse.Namespace) -> Dict[str, str]:
         options["startingOffsets"] = args.starting_offsets
     options.update(dict(args.option))
     return options
+
+
+def _admission_control() -> bool:
+    """Whether PySpark passes read limits to a Python streaming source (4.2+)."""
+    import pyspark
+
+    return tuple(int(part) for part in pyspark.__version__.split(".")[:2] if part.isdigit()) >= (4, 2)
 
 
 def _reason(exc: BaseException) -> str:
@@ -105,6 +114,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
     checkpoint = os.path.abspath(args.checkpoint or out.rstrip(os.sep) + ".checkpoint")
     if args.trigger < 0:
         print("fastframe stream: --trigger must not be negative", file=sys.stderr)
+        return 2
+    if args.available_now and _source_options(args).get("consume") == "ack" and not _admission_control():
+        print("fastframe stream: --available-now with consume=ack needs PySpark 4.2 or later (before it Spark "
+              "never plans the batch that acknowledges the last one): use --trigger and Ctrl-C", file=sys.stderr)  # fmt: skip
         return 2
     from ..spark import is_local_master
 

@@ -50,6 +50,22 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     # consume=stream: offsets the checkpoint holds that the stream no longer has (retention, a stream
     # deleted and declared again) fail the query; false: go on from the first offset there is, logged
     "failOnDataLoss": ("bool", True),
+    # extra SUBSCRIBE headers, a JSON object (names keep their case); also options named subscribe.NAME
+    "subscribeHeaders": ("str", None),
+}
+
+#: The prefix of options that are extra SUBSCRIBE headers (``subscribe.x-stream-filter``).
+SUBSCRIBE_PREFIX = "subscribe."
+
+#: SUBSCRIBE headers the source sets itself, and the option that sets each.
+_OWN_HEADERS = {
+    "destination": "destination",
+    "id": "(the source's)",
+    "ack": "consume",
+    "receipt": "(the source's)",
+    "x-stream-offset": "startingOffsets",
+    "prefetch-count": "prefetch",
+    "activemq.prefetchsize": "prefetch",
 }
 
 _SINK_OPTIONS: Dict[str, Tuple[str, Any]] = {
@@ -157,6 +173,7 @@ class SourceOptions(NamedTuple):
     max_records_per_batch: int
     min_partitions: int
     fail_on_data_loss: bool = True
+    subscribe_headers: Tuple[Tuple[str, str], ...] = ()  # extra SUBSCRIBE headers, in order
 
 
 def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
@@ -195,9 +212,35 @@ def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
     return offset
 
 
+def _subscribe_headers(options: Mapping[str, Any], text: Optional[str]) -> Tuple[Tuple[str, str], ...]:
+    pairs: List[Tuple[str, str]] = []
+    if text:
+        try:
+            parsed = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"option subscribeHeaders: not JSON: {exc}") from None
+        if not isinstance(parsed, dict) or not all(isinstance(v, (str, int, float)) for v in parsed.values()):
+            raise ValueError(
+                'option subscribeHeaders: a JSON object of header names and values, e.g. {"selector": "n > 5"}'
+            )
+        pairs.extend((str(name), str(value)) for name, value in parsed.items())
+    for name, value in options.items():
+        if name.lower().startswith(SUBSCRIBE_PREFIX):
+            pairs.append((name[len(SUBSCRIBE_PREFIX) :], str(value)))
+    for name, _ in pairs:
+        if not name or any(c in name for c in ":\r\n"):
+            raise ValueError(f"option subscribeHeaders: {name!r} is not a header name")
+        if name.lower() in _OWN_HEADERS:
+            raise ValueError(
+                f"option subscribeHeaders: the source sets {name!r} itself (option {_OWN_HEADERS[name.lower()]})"
+            )
+    return tuple(pairs)
+
+
 def source_options(options: Mapping[str, Any]) -> SourceOptions:
     """Check the options of ``spark.readStream.format("stomp")`` with a broker."""
-    values = _values(options, {**_CONNECTION_OPTIONS, **_SOURCE_OPTIONS}, "broker source")
+    headers = {k: v for k, v in options.items() if not k.lower().startswith(SUBSCRIBE_PREFIX)}
+    values = _values(headers, {**_CONNECTION_OPTIONS, **_SOURCE_OPTIONS}, "broker source")
     connection = _connection(values)
     names = ",".join(filter(None, [values["destination"], values["destinations"]]))
     destinations = tuple(dict.fromkeys(d.strip() for d in names.split(",") if d.strip()))
@@ -237,6 +280,7 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
         max_records_per_batch=values["maxRecordsPerBatch"],
         min_partitions=values["minPartitions"],
         fail_on_data_loss=values["failOnDataLoss"],
+        subscribe_headers=_subscribe_headers(options, values["subscribeHeaders"]),
     )
 
 

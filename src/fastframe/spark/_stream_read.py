@@ -69,13 +69,15 @@ def _offset(message: Any, destination: str) -> int:
     return int(value)
 
 
-async def _stream_subscription(client: Any, destination: str, spec: str, prefetch: int, timeout: float) -> Any:
+async def _stream_subscription(
+    client: Any, destination: str, spec: str, prefetch: int, timeout: float, extra: Tuple[Tuple[str, str], ...] = ()
+) -> Any:
     queue = stream_queue(destination)
     try:
         return await client.subscribe(
             f"/amq/queue/{queue}",
             ack="client",
-            headers={"x-stream-offset": spec, "prefetch-count": str(prefetch)},
+            headers={**dict(extra), "x-stream-offset": spec, "prefetch-count": str(prefetch)},
             max_queue=prefetch + 1,
             timeout=timeout,
         )
@@ -278,7 +280,9 @@ class _Range:
         self.unacked = 0
         timeout = opts.connection.timeout
         self.sub = broker.run(
-            _stream_subscription(broker.client, destination, f"offset={start}", self.prefetch, timeout),
+            _stream_subscription(
+                broker.client, destination, f"offset={start}", self.prefetch, timeout, opts.subscribe_headers
+            ),
             timeout + 1,
             f"subscribing to {destination}",
         )
@@ -439,7 +443,11 @@ class QueueConsumer:
             return await self.broker.client.subscribe(
                 destination,
                 ack="client-individual",
-                headers={"prefetch-count": prefetch, "activemq.prefetchSize": prefetch},
+                headers={
+                    **dict(self.opts.subscribe_headers),
+                    "prefetch-count": prefetch,
+                    "activemq.prefetchSize": prefetch,
+                },
                 max_queue=self.opts.prefetch + 1,
                 timeout=self.opts.connection.timeout,
             )

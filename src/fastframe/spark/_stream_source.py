@@ -336,6 +336,14 @@ class AckQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAv
                 )
 
     def stop(self) -> None:
+        pending = sum(len(held.messages) for held in self._held)
+        if pending:  # said once, where the driver's log shows it: these come again (at-least-once)
+            print(
+                f"fastframe.spark: the query stopped with {pending} received messages not acknowledged (Spark "
+                "commits a batch to its source when it plans the next one): the broker redelivers them, and "
+                "those of a batch already written are written again",
+                file=sys.stderr,
+            )
         if self._consumer is not None:
             self._consumer.close()
             self._consumer = None
