@@ -96,6 +96,11 @@ def test_retention_past_the_committed_offset_fails_naming_the_option(rabbitmq: N
     for word in ("failOnDataLoss", destination, "offset 10", f"offset {first}"):
         assert word in message, message
 
+    # a query that has read nothing (startingOffsets=earliest: offset 0) starts at the first offset there is
+    end = reader.latestOffset({destination: 0}, reader.getDefaultReadLimit())
+    opts = check_options(source_options("rabbitmq", destination, consume="stream", timeout=5))
+    assert min(_offsets(opts, destination, 0, end[destination])) == first
+
     # a task whose range retention removed since it was planned fails the same way
     opts = check_options(source_options("rabbitmq", destination, consume="stream", timeout=5))
     with pytest.raises(DataLossError, match="failOnDataLoss"):

@@ -217,8 +217,9 @@ def checked_end(opts: SourceOptions, destination: str, start: int, limit: int) -
             return start, start
         again = data_lost(opts, destination, start, None, None)
         return again, again
-    if end < start or (first is not None and first > start + 1):
-        # (a stream spends an offset on each new segment: a first offset one past start loses nothing)
+    if end < start or (first is not None and first > start + 1 and start > 0):
+        # (a stream spends an offset on each new segment: a first offset one past start loses nothing;
+        # offset 0 is "from the beginning", startingOffsets=earliest: the first offset there is)
         again = data_lost(opts, destination, start, first, end)
         return again, end
     return start, max(end, start)
@@ -298,7 +299,7 @@ class _Range:
             offset = _offset(message, self.destination)
             if not self.delivered:
                 self.delivered = True
-                if offset > self.next + 1:  # the range's start is gone (one past it: a new segment's offset)
+                if offset > self.next + 1 and self.next > 0:  # the range's start is gone (see checked_end)
                     data_lost(self.opts, self.destination, self.next, offset, offset + 1)
             unacked = self.unacked = self.unacked + 1
             # The broker sends until ``prefetch`` messages are unacknowledged: up to about
