@@ -28,7 +28,7 @@ import asyncio
 import os
 import ssl as _ssl
 import struct
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .codec import DEFAULT_MAX_FRAME_SIZE
 
@@ -178,8 +178,12 @@ class _Adapter(asyncio.Protocol):
         *,
         paths: Sequence[str] = (),
         handshake_timeout: float = 10.0,
+        live: Optional[Set[_Adapter]] = None,
+        max_connections: Optional[int] = None,
     ) -> None:
         self.ws = ws
+        self._live = live  # (a server's: every connection of it, upgraded or not)
+        self._max_connections = max_connections
         self._app_factory = app_factory
         self.app: Any = None
         self.raw: Any = None
@@ -200,6 +204,8 @@ class _Adapter(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.raw = transport
+        if self._live is not None:
+            self._live.add(self)
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(self._handshake_timeout, self._handshake_late)
         if isinstance(self.ws, ClientProtocol):
@@ -286,6 +292,8 @@ class _Adapter(asyncio.Protocol):
 
     def connection_lost(self, exc: Optional[BaseException]) -> None:
         self.closing = True
+        if self._live is not None:
+            self._live.discard(self)
         if self._timer is not None:
             self._timer.cancel()
         cause = self._error or exc or self._close_error()
@@ -368,6 +376,8 @@ class _Adapter(asyncio.Protocol):
         path = request.path.split("?", 1)[0]
         if self._paths and path not in self._paths:
             response = ws.reject(404, f"no STOMP endpoint at {path}; try {self._paths[0]}\n")
+        elif self._live is not None and self._max_connections is not None and len(self._live) > self._max_connections:
+            response = ws.reject(503, "too many connections\n")
         else:
             response = ws.accept(request)
         ws.send_response(response)
@@ -520,6 +530,7 @@ async def serve(
     ssl: Optional[_ssl.SSLContext] = None,
     max_size: int = DEFAULT_MAX_FRAME_SIZE,
     handshake_timeout: float = 10.0,
+    max_connections: Optional[int] = None,
 ) -> asyncio.Server:
     """Listen on ``host:port`` for WebSocket upgrades to ``path`` (others get 404) and run one
     ``protocol_factory()`` protocol over each connection, from the end of its upgrade.
@@ -527,10 +538,19 @@ async def serve(
     The newest STOMP subprotocol the client offers is chosen (``v12.stomp`` first); a client that
     offers none is served without one. An upgrade not done within ``handshake_timeout`` seconds
     is dropped; a message larger than ``max_size`` bytes closes the connection (close code 1009).
+    Past ``max_connections`` connections (those still upgrading count too) an upgrade gets HTTP 503.
     """
+    live: Set[_Adapter] = set()
 
     def adapter() -> _Adapter:
         ws = ServerProtocol(select_subprotocol=_select_subprotocol, max_size=max_size)
-        return _Adapter(ws, protocol_factory, paths=(path,), handshake_timeout=handshake_timeout)
+        return _Adapter(
+            ws,
+            protocol_factory,
+            paths=(path,),
+            handshake_timeout=handshake_timeout,
+            live=live,
+            max_connections=max_connections,
+        )
 
     return await asyncio.get_running_loop().create_server(adapter, host, port, ssl=ssl)

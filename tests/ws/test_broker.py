@@ -127,3 +127,22 @@ def test_bodies_around_each_frame_header_size_both_ways(run: Any, size: int) -> 
                 return [(await sub.get(timeout=10)).body for _ in range(4)]
 
     assert run(main()) == [body, body, body, b"text " * size]
+
+
+def test_connections_still_upgrading_count_against_max_connections(run: Any) -> None:
+    async def main() -> int:
+        async with aio.Broker(port=0, ws_port=0, max_connections=1) as broker:
+            _, idle = await asyncio.open_connection("127.0.0.1", broker.ws_port)  # connected, never upgrades
+            try:
+                await asyncio.sleep(0.1)
+                with pytest.raises(InvalidStatus) as refused:
+                    async with raw_connect(f"ws://127.0.0.1:{broker.ws_port}/ws"):
+                        pass
+            finally:
+                idle.close()
+            await asyncio.sleep(0.1)
+            async with aio.connect(f"ws://127.0.0.1:{broker.ws_port}/ws") as client:  # its place is free again
+                assert client.is_connected
+            return refused.value.response.status_code
+
+    assert run(main()) == 503

@@ -600,6 +600,7 @@ async def serve(
             ssl=ssl,
             max_size=websocket.max_message_size(server._decoder_options),
             handshake_timeout=merged["handshake_timeout"],
+            max_connections=merged["max_connections"],
         )
         server._ws_port = server._ws_server.sockets[0].getsockname()[1]
     return server
