@@ -207,3 +207,43 @@ def test_a_program_ends_quietly_with_a_paused_subscription(twin: str, ending: st
         assert child.returncode == 0, err.decode()
         assert out.decode().strip() == ("closed" if ending == "close" else "returning")
         assert err.decode() == ""  # no "Task was destroyed but it is pending!", no WARNING after close()
+
+
+# ---------------------------------------------------------------------- bounds as documented
+
+
+@pytest.mark.parametrize("during_a_receipt_wait", [False, True])
+def test_a_subscription_holds_at_most_its_documented_bound_while_the_consumer_sleeps(
+    during_a_receipt_wait: bool,
+) -> None:
+    # the defaults: max_queue 500, at most 1,000 messages held (1,125 while a receipt is awaited)
+    count = 6000
+    with FakeServerThread(answer_receipts=not during_a_receipt_wait) as server:
+        client = fastframe.sync.connect("127.0.0.1", server.port)
+        try:
+            sub = client.subscribe("/flood", receipt=False)
+            server.wait_for(lambda: bool(server.server.connected and server.server.connected[0].open_subscriptions))
+            waiting = None
+            if during_a_receipt_wait:
+                waiting, _ = in_thread(lambda: client.send("/elsewhere", b"r", receipt=True, timeout=3))
+                server.wait_for(lambda: b"r" in bodies(server))
+
+            def flood() -> None:
+                peer = server.server.connected[0]
+                for n in range(count):
+                    peer.deliver(sub.id, b"%06d" % n)
+
+            server.call(flood)  # small messages: one socket read holds hundreds of them
+            bound = 1125 if during_a_receipt_wait else 1000
+            deadline, held, last = time.monotonic() + 5, -1, sub.held
+            while held != last and time.monotonic() < deadline:  # the consumer sleeps until nothing more comes
+                time.sleep(0.3)
+                held, last = sub.held, held
+            assert bound // 2 < held <= bound, held  # full (both halves pause with some room), never past it
+            assert not client.async_client.session.is_reading()
+            got = [sub.get(timeout=10).body for _ in range(count)]
+            assert got == [b"%06d" % n for n in range(count)]  # then all of them, in order
+            if waiting is not None:
+                waiting.join(5)
+        finally:
+            client.close()

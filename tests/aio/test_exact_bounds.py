@@ -1,0 +1,67 @@
+"""Issue 32: a subscription's queue holds exactly its bound, whatever one socket read brings: the
+rest of the read that filled it waits in the session, decoded, until reading resumes (and is queued
+past the bound when the connection ends: nothing read is lost)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from fastframe import aio
+
+from .fake_server import FakeServer
+
+
+async def _settled(sub: aio.Subscription) -> int:
+    held, last = -1, len(sub)
+    while held != last:  # until nothing more comes
+        await asyncio.sleep(0.2)
+        held, last = len(sub), held
+    return held
+
+
+@pytest.mark.parametrize("during_a_receipt_wait", [False, True])
+def test_a_flood_of_small_messages_fills_the_queue_to_its_bound_and_not_one_more(run, during_a_receipt_wait):
+    async def main():
+        async with FakeServer(answer_receipts=not during_a_receipt_wait) as server:
+            client = await aio.connect("127.0.0.1", server.port, max_queue=50)
+            sub = await client.subscribe("/flood", receipt=False)
+            await server.wait_for(lambda: bool(server.connected and server.connected[0].open_subscriptions))
+            waiting = None
+            if during_a_receipt_wait:  # (its RECEIPT never comes: reading goes on to twice the bound)
+                waiting = asyncio.ensure_future(client.send("/elsewhere", b"r", receipt=True, timeout=3))
+                await asyncio.sleep(0.1)
+            peer = server.connected[0]
+            for n in range(3000):  # 30 B each: one read holds hundreds
+                peer.deliver(sub.id, b"%06d" % n)
+            held = await _settled(sub)
+            assert held == (100 if during_a_receipt_wait else 50)
+            got = [(await sub.get(timeout=5)).body for _ in range(3000)]
+            assert got == [b"%06d" % n for n in range(3000)]
+            if waiting is not None:
+                with pytest.raises(asyncio.TimeoutError):
+                    await waiting
+            await client.close()
+
+    run(main())
+
+
+def test_what_waits_in_the_session_is_queued_when_the_connection_ends(run):
+    async def main():
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port, max_queue=10)
+            sub = await client.subscribe("/flood")
+            peer = server.connected[0]
+            for n in range(500):
+                peer.deliver(sub.id, b"%04d" % n)
+            await _settled(sub)
+            peer.writer.close()  # the server goes away while the queue is full
+            await client.close()  # (or the client closes: what was read is not lost either way)
+            got = []
+            with pytest.raises(aio.ConnectionClosedError):
+                while True:
+                    got.append((await sub.get(timeout=1)).body)
+            assert got == [b"%04d" % n for n in range(len(got))] and len(got) > 10
+
+    run(main())
