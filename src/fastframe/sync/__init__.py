@@ -18,7 +18,9 @@ API summary::
         client.flush(timeout=...)              # every earlier call handed to the connection
         client.disconnect(timeout=...)         # DISCONNECT with a receipt, then close (also on exit)
 
-Every method may be called from any thread; frames go out whole, in call order. Behaviour is the
+Every method may be called from any thread; frames go out whole, in call order, each as soon as it
+is called: a thread waiting for a receipt holds no other thread's frame, and a receipt wait that
+times out says whether its frame was sent (one never sent is never sent later). Behaviour is the
 asyncio client's (:mod:`fastframe.aio`), because it is the asyncio client: heart-beats sent and
 checked in the client's I/O thread whatever user code does, every wait with a deadline
 (:class:`TimeoutError`), every waiter (a thread blocked in ``get()`` too) failed at once with
