@@ -247,21 +247,21 @@ class Client:
             raise ValueError("max_queue must be at least 1")
         sub_id = id or self._new_id("sub-")
         sub: Subscription = self._call(
-            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, timeout=timeout
-        )
-        if on_message is not None:
-            sub._start_worker(on_message, on_error)
+            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, on_message, on_error,
+            timeout=timeout,
+        )  # fmt: skip
         return sub
 
     async def _subscribe(
-        self, destination: str, ack: str, headers: Any, sub_id: str, bound: int, receipt: bool, timeout: Any
-    ) -> Subscription:
+        self, destination: str, ack: str, headers: Any, sub_id: str, bound: int, receipt: bool,
+        on_message: Optional[Callable[[Message], Any]], on_error: Optional[Callable[[BaseException], Any]],
+        timeout: Any,
+    ) -> Subscription:  # fmt: skip
         inner = await self._inner.subscribe(
             destination, ack=ack, headers=headers, id=sub_id, max_queue=loop_share(bound), receipt=receipt,
             timeout=timeout,
         )  # fmt: skip
-        sub = Subscription(self, inner, bound, asyncio.get_running_loop(), self._ended)
-        sub._start_pump()
+        sub = Subscription(self, inner, bound, asyncio.get_running_loop(), self._ended, on_message, on_error)
         self._subscriptions.append(sub)
         return sub
 

@@ -169,7 +169,10 @@ class Subscription:
         max_queue: int,
         loop: asyncio.AbstractEventLoop,
         client_ended: Callable[[BaseException], None],
+        on_message: Optional[Callable[[Message], Any]] = None,
+        on_error: Optional[Callable[[BaseException], Any]] = None,
     ) -> None:
+        # (made on the loop, by the client: the pump starts with it, and the worker of ``on_message``)
         self._client = client
         self._loop = loop
         self._client_ended = client_ended  # an error ends a subscription only when it ends the client
@@ -186,9 +189,11 @@ class Subscription:
         self._pump_waits = False  # the pump waits for room (set under _lock, cleared under _room_lock)
         self._room_lock = threading.Lock()  # one consumer wakes a waiting pump, once
         self._ending = False  # the client is ending: the pump no longer waits for room
-        self._room: Optional[asyncio.Event] = None  # (the loop's)
-        self._pump: Optional[asyncio.Task[None]] = None
+        self._room = asyncio.Event()  # (the loop's)
+        self._pump: Optional[asyncio.Task[None]] = keep(loop.create_task(self._run_pump()))
         self.worker: Optional[threading.Thread] = None  #: the ``on_message`` thread, if any
+        if on_message is not None:
+            self._start_worker(on_message, on_error)
 
     @property
     def id(self) -> str:
@@ -213,15 +218,10 @@ class Subscription:
 
     # ------------------------------------------------------------------ the loop's half
 
-    def _start_pump(self) -> None:
-        self._room = asyncio.Event()
-        self._pump = keep(self._loop.create_task(self._run_pump()))
-
     async def _run_pump(self) -> None:
         inner, client, queue = self._inner, self._client, self._queue
         take, take_batch = inner.__anext__, inner.get_batch
         room = self._room
-        assert room is not None
         try:
             while True:
                 with self._lock:
