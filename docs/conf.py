@@ -106,6 +106,8 @@ PUBLIC_MODULES = [
     "fastframe.capture",
     "fastframe.archive",
     "fastframe.websocket",
+    "fastframe.testing",
+    "fastframe.pytest_plugin",
 ]
 # Public modules (no part of the name starts with "_") whose names are documented under another
 # module's: any other public module without a page fails the build.

@@ -11,12 +11,13 @@ event for a long-running command (``fastframe broker``, ``fastframe record``). S
 
 from __future__ import annotations
 
-from ._broker import Broker, run_broker
+from ._broker import Broker, BrokerHandler, run_broker
 from ._serve import FrameHandler, ServedConnection, Server, SlowConsumerError, TimeoutClosed, serve
 from ._signals import stop_on_signals
 
 __all__ = [
     "Broker",
+    "BrokerHandler",
     "FrameHandler",
     "ServedConnection",
     "Server",

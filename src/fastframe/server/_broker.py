@@ -23,11 +23,13 @@ from ..broker import (
 from ._serve import ServedConnection, Server, serve
 from ._signals import stop_on_signals
 
-__all__ = ["Broker", "run_broker"]
+__all__ = ["Broker", "BrokerHandler", "run_broker"]
 
 
-class _Handler:
-    """Connects the server's callbacks to the routing core: a session per connection."""
+class BrokerHandler:
+    """Connects :func:`serve`'s callbacks to a :class:`fastframe.broker.BrokerCore`: a session per
+    connection. :meth:`Broker.make_handler` makes one; a subclass may act before or after each call
+    (:mod:`fastframe.testing` logs and injects faults so)."""
 
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
@@ -99,10 +101,14 @@ class Broker:
         """The WebSocket port listened on (``ws_port=`` of :func:`fastframe.server.serve`; ``None``: none)."""
         return self.server.ws_port if self.server is not None else self._server_options.get("ws_port")
 
+    def make_handler(self) -> BrokerHandler:
+        """The handler :meth:`start` serves (a subclass may return its own :class:`BrokerHandler`)."""
+        return BrokerHandler(self.core)
+
     async def start(self) -> None:
         """Start listening."""
         self.server = await serve(
-            _Handler(self.core),
+            self.make_handler(),
             self.host,
             self._port,
             ssl=self._ssl,

@@ -119,6 +119,9 @@ class ServedConnection(asyncio.Protocol):
         self.closing = False
         #: free for the handler (the broker keeps its session here)
         self.context: Any = None
+        #: while True no heart-beat goes out, whatever was negotiated (fault injection for tests:
+        #: :mod:`fastframe.testing`); the client's own heart-beats are still checked
+        self.heartbeats_paused = False
         self.peer: Any = None
 
     # ------------------------------------------------------------------ asyncio.Protocol
@@ -433,7 +436,7 @@ class ServedConnection(asyncio.Protocol):
             self.abort(SlowConsumerError("congested longer than slow_consumer_timeout"))
             return
         beat = self._proto.heartbeat_due(now)
-        if beat and self._transport is not None:
+        if beat and self._transport is not None and not self.heartbeats_paused:
             if self._wire is not None:
                 self._wire("out", beat)
             self._transport.write(beat)
