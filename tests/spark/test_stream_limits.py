@@ -206,3 +206,29 @@ def test_queue_trigger_available_now(spark: Any, tmp_path: Path, broker: str) ->
     with Query(spark, options, out, checkpoint, availableNow=True) as query:
         assert query.awaitTermination(120)
     check_rows(read_rows(spark, out), range(800), exactly_once=False)
+
+
+def test_min_offsets_per_trigger_waits_for_enough_or_max_trigger_delay(rabbitmq: None) -> None:
+    """Driver side, no Spark: fewer new offsets than minOffsetsPerTrigger plan no batch (the start comes
+    back) until maxTriggerDelay passed since the last batch; enough plan one at once."""
+    import time
+
+    from fastframe.spark._stream_source import StreamQueueReader
+
+    queue = new_queue("stream-min")
+    destination = f"/queue/{queue}"
+    publish_stream(queue, range(50))
+    options = source_options("rabbitmq", destination, consume="stream", minOffsetsPerTrigger=100, maxTriggerDelay=3)
+    reader = StreamQueueReader(options)
+    start = {destination: 0}
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == start  # 50 < 100: no batch yet
+    time.sleep(3.2)
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {destination: 50}  # the delay passed
+    publish_stream(queue, range(50, 80))
+    assert reader.latestOffset({destination: 50}, reader.getDefaultReadLimit()) == {destination: 50}
+    publish_stream(queue, range(80, 200))
+    assert reader.latestOffset({destination: 50}, reader.getDefaultReadLimit()) == {destination: 200}
+    with pytest.raises(ValueError, match="more than maxMessagesPerTrigger"):
+        StreamQueueReader({**options, "maxMessagesPerTrigger": "10"})
+    with pytest.raises(ValueError, match="consume=stream"):
+        StreamQueueReader({**options, "consume": "ack"})

@@ -121,3 +121,30 @@ def test_progress_reports_the_streams_end(spark: Any, tmp_path: Path, rabbitmq: 
     assert progress
     latest = progress[-1]["sources"][0].get("latestOffset")
     assert latest is not None and f"/queue/{queue}" in str(latest), progress[-1]["sources"]
+
+
+def test_a_batch_read_of_a_stream_range(spark: Any, rabbitmq: None) -> None:
+    """spark.read with endingOffsets: a stream's offsets [startingOffsets, endingOffsets), once."""
+    queue = new_queue("versions-range")
+    publish_stream(queue, range(500))  # a new stream: offset n holds message n
+    options = source_options("rabbitmq", f"/queue/{queue}", consume="stream", minPartitions=2)
+    ranged = spark.read.format("stomp").options(**options, startingOffsets="100", endingOffsets="300").load()
+    rows = ranged.select("offset", "body", "headers", "redelivered").collect()
+    assert sorted(row["offset"] for row in rows) == list(range(100, 300))
+    check_rows(rows, range(100, 300))
+    everything = spark.read.format("stomp").options(**options, endingOffsets="latest").load()
+    assert everything.count() == 500
+    past = spark.read.format("stomp").options(**options, startingOffsets="450", endingOffsets="9999").load()
+    assert past.count() == 50  # an end past the stream's stops at its end
+
+
+def test_ending_offsets_is_for_stream_queues_and_batch_reads() -> None:
+    from fastframe.spark._stream_options import source_options as check_options
+    from fastframe.spark._stream_source import stream_reader
+
+    with pytest.raises(ValueError, match="endingOffsets .*consume=stream"):
+        check_options({"host": "h", "destination": "/queue/a", "endingOffsets": "latest"})
+    with pytest.raises(ValueError, match="option endingOffsets"):
+        check_options({"host": "h", "destination": "/queue/a", "consume": "stream", "endingOffsets": "soon"})
+    with pytest.raises(ValueError, match="a stream reads on"):
+        stream_reader({"host": "h", "destination": "/queue/a", "consume": "stream", "endingOffsets": "5"})

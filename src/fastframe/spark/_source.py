@@ -104,10 +104,19 @@ class StompDataSource(DataSource):
 
     def reader(self, schema: Any) -> DataSourceReader:
         if is_broker(self.options):
-            raise ValueError(
-                "a broker is read as a stream: spark.readStream.format('stomp') (option host is set; "
-                "give a path instead to read files)"
-            )
+            from ._stream_options import source_options
+
+            if source_options(self.options).ending is None:
+                raise ValueError(
+                    "a broker is read as a stream: spark.readStream.format('stomp') (option host is set; "
+                    "give a path instead to read files, or consume=stream and endingOffsets to read a range "
+                    "of a stream queue)"
+                )
+            from ._stream_schema import check_stream_schema
+            from ._stream_source import StreamRangeReader
+
+            check_stream_schema(schema)
+            return StreamRangeReader(self.options)
         return StompReader(self.options, schema)
 
     def writer(self, schema: Any, overwrite: bool) -> Any:

@@ -38,8 +38,13 @@ _SOURCE_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "destinations": ("str", None),
     "consume": ("str", "ack"),
     "startingOffsets": ("str", "earliest"),
+    "endingOffsets": ("str", None),  # a batch read (spark.read) of consume=stream: latest, N or {destination: N}
     "maxMessagesPerTrigger": ("int", 0),
     "maxBytesPerTrigger": ("size", 0),
+    # consume=stream: a trigger with fewer new messages than this plans no batch, until maxTriggerDelay
+    # seconds passed since the last batch (Kafka's options of the same names)
+    "minOffsetsPerTrigger": ("int", 0),
+    "maxTriggerDelay": ("seconds", 900.0),
     "prefetch": ("int", 0),  # 0: STREAM_CREDIT (stream), or chosen from maxMessagesPerTrigger (ack)
     "pollTimeout": ("seconds", 0.2),  # how long a trigger waits for a first message (ack) or for the end (stream)
     # rows per Arrow batch a consume=stream task yields: small enough that Spark's JVM writes the first
@@ -174,6 +179,9 @@ class SourceOptions(NamedTuple):
     min_partitions: int
     fail_on_data_loss: bool = True
     subscribe_headers: Tuple[Tuple[str, str], ...] = ()  # extra SUBSCRIBE headers, in order
+    ending: Any = None  # endingOffsets: None, "latest", N or {destination: N}
+    min_messages: int = 0  # minOffsetsPerTrigger; 0: none
+    max_trigger_delay: float = 900.0
 
 
 def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
@@ -249,7 +257,7 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
     consume = values["consume"].strip().lower()
     if consume not in CONSUME_MODES:
         raise ValueError(f"option consume: {values['consume']!r} is not ack or stream")
-    for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "prefetch"):
+    for name in ("maxMessagesPerTrigger", "maxBytesPerTrigger", "prefetch", "minOffsetsPerTrigger"):
         if values[name] < 0:
             raise ValueError(f"option {name} must not be negative, not {values[name]}")
     for name in ("maxRecordsPerBatch", "minPartitions"):
@@ -281,7 +289,37 @@ def source_options(options: Mapping[str, Any]) -> SourceOptions:
         min_partitions=values["minPartitions"],
         fail_on_data_loss=values["failOnDataLoss"],
         subscribe_headers=_subscribe_headers(options, values["subscribeHeaders"]),
+        ending=_ending(values["endingOffsets"], destinations, consume),
+        min_messages=_min_messages(values, consume),
+        max_trigger_delay=values["maxTriggerDelay"],
     )
+
+
+def _min_messages(values: Dict[str, Any], consume: str) -> int:
+    least, most = values["minOffsetsPerTrigger"], values["maxMessagesPerTrigger"]
+    if least and consume != "stream":
+        raise ValueError("option minOffsetsPerTrigger counts a stream's offsets: set consume=stream")
+    if least and most and least > most:
+        raise ValueError(f"option minOffsetsPerTrigger ({least}) is more than maxMessagesPerTrigger ({most})")
+    return int(least)
+
+
+def _ending(text: Optional[str], destinations: Tuple[str, ...], consume: str) -> Any:
+    if text is None:
+        return None
+    if consume != "stream":
+        raise ValueError("option endingOffsets reads a range of RabbitMQ stream queues: set consume=stream")
+    if text.strip().lower() == "latest":
+        return "latest"
+    try:
+        ending = _starting(text, destinations)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("startingOffsets", "endingOffsets")) from None
+    if not isinstance(ending, (int, dict)):
+        raise ValueError(
+            f"option endingOffsets: {text!r} is not latest, an offset N or a JSON object {{destination: N}}"
+        )
+    return ending
 
 
 def stream_queue(destination: str) -> Optional[str]:

@@ -26,10 +26,12 @@ plan, and pickles it to the tasks).
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
+    DataSourceReader,
     DataSourceStreamReader,
     DataSourceStreamWriter,
     InputPartition,
@@ -117,9 +119,10 @@ class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTrigge
         self._target: Optional[Dict[str, int]] = None  # availableNow: where each stream ended at the start
         self._proven: Dict[str, int] = {}  # an end a probe found, past the limit it was asked for
         self._latest: Dict[str, int] = {}  # each stream's end as the last probe found it (reportLatestOffset)
+        self._last_batch = time.monotonic()  # when the last batch with messages was planned (maxTriggerDelay)
 
     def __getstate__(self) -> Dict[str, Any]:
-        return {"opts": self.opts, "_target": None, "_proven": {}, "_latest": {}}
+        return {"opts": self.opts, "_target": None, "_proven": {}, "_latest": {}, "_last_batch": 0.0}
 
     def _first_offset(self) -> Dict[str, Any]:
         # earliest, an offset or a JSON object: offsets now. latest and timestamp=T stay names here: the
@@ -188,7 +191,25 @@ class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTrigge
     def latestOffset(self, start: Optional[Dict[str, Any]] = None, limit: Optional[ReadLimit] = None) -> Dict[str, Any]:
         # PySpark 4.0/4.1 call latestOffset() with no arguments (see _FollowsTheQuery)
         limit = self.getDefaultReadLimit() if limit is None else limit
-        return self._planned(self._ends(self._start(start), *_limits(limit, self.opts)))
+        begin = self._start(start)
+        end = self._ends(begin, *_limits(limit, self.opts))
+        return self._planned(self._at_least(begin, end))
+
+    def _at_least(self, start: Dict[str, Any], end: Dict[str, Any]) -> Dict[str, Any]:
+        """minOffsetsPerTrigger: no batch while the streams hold fewer new offsets, unless maxTriggerDelay
+        passed since the last batch, or the trigger is availableNow (which wants what there is)."""
+        least = self.opts.min_messages
+        if not least or self._target is not None:
+            return end
+        if any(not isinstance(start.get(d), int) for d in self.opts.destinations):
+            return end  # the batch that resolves latest or timestamp=T
+        new = sum(max(0, end[d] - start[d]) for d in self.opts.destinations)
+        if not new:
+            return end
+        if new < least and time.monotonic() - self._last_batch < self.opts.max_trigger_delay:
+            return start
+        self._last_batch = time.monotonic()
+        return end
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return _default_limit(self.opts)
@@ -214,6 +235,39 @@ class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTrigge
             bounds = [first + (last - first) * i // pieces for i in range(pieces + 1)]
             out.extend(RangePartition(dest, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
         return out
+
+    def read(self, partition: Any) -> Iterator[Any]:
+        from ._stream_read import read_range
+
+        freeze_worker_heap()
+        yield from read_range(self.opts, partition.destination, partition.start, partition.end)
+
+
+class StreamRangeReader(DataSourceReader):
+    """``spark.read.format("stomp")`` with ``consume=stream`` and ``endingOffsets``: each stream's offsets
+    ``[startingOffsets, endingOffsets)``, read once by tasks as a streaming batch reads them (an end past
+    the stream's end now stops there; ``failOnDataLoss`` as for streaming)."""
+
+    def __init__(self, options: Any) -> None:
+        self.opts = checked_source_options(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        from ._stream_read import checked_end, resolve_start, starting_offset
+
+        opts = self.opts
+        out: List[InputPartition] = []
+        for dest in opts.destinations:
+            start = resolve_start(opts, dest, starting_offset(opts, dest))
+            begin, latest = checked_end(opts, dest, start, 0)
+            if latest < begin:
+                begin = 0  # a stream declared again (failOnDataLoss=false): from its first offset
+            ending = opts.ending
+            wanted = ending[dest] if isinstance(ending, dict) else ending
+            end = latest if wanted == "latest" else min(int(wanted), latest)
+            pieces = max(1, min(opts.min_partitions, end - begin))
+            bounds = [begin + (end - begin) * i // pieces for i in range(pieces + 1)]
+            out.extend(RangePartition(dest, a, b) for a, b in zip(bounds, bounds[1:]) if b > a)
+        return out or [RangePartition(opts.destinations[0], 0, 0)]  # Spark wants at least one
 
     def read(self, partition: Any) -> Iterator[Any]:
         from ._stream_read import read_range
@@ -352,8 +406,13 @@ class AckQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAv
 def checked_source_options(options: Any) -> SourceOptions:
     """The source's options, checked against each other and against the PySpark that runs."""
     opts = source_options(options)
-    if not ADMISSION_CONTROL and opts.consume == "stream" and (opts.max_messages or opts.max_bytes):
+    if (
+        not ADMISSION_CONTROL
+        and opts.consume == "stream"
+        and (opts.max_messages or opts.max_bytes or opts.min_messages)
+    ):
         name = "maxMessagesPerTrigger" if opts.max_messages else "maxBytesPerTrigger"
+        name = "minOffsetsPerTrigger" if opts.min_messages else name
         raise ValueError(
             f"option {name} with consume=stream needs PySpark 4.2 or later (admission control for Python "
             f"streaming sources), and PySpark {PYSPARK_VERSION} runs here: remove the option (each batch then "
@@ -365,6 +424,8 @@ def checked_source_options(options: Any) -> SourceOptions:
 def stream_reader(options: Any) -> DataSourceStreamReader:
     """The reader ``consume`` asks for."""
     opts = checked_source_options(options)
+    if opts.ending is not None:
+        raise ValueError("option endingOffsets is for a batch read, spark.read.format('stomp'): a stream reads on")
     return StreamQueueReader(options) if opts.consume == "stream" else AckQueueReader(options)
 
 
