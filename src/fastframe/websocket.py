@@ -199,6 +199,8 @@ class _Adapter(asyncio.Protocol):
         self._partial = bytearray()  # the start of a frame whose rest is still to come (read directly)
         self._masked_out = isinstance(ws, ClientProtocol)  # a client masks what it sends, a server does not
         self._masked_in = not self._masked_out
+        limit = getattr(ws, "max_message_size", getattr(ws, "max_size", None))  # (websockets <15: max_size)
+        self._limit: Optional[int] = limit if isinstance(limit, int) else None
 
     # ------------------------------------------------------------------ the socket's side
 
@@ -234,13 +236,14 @@ class _Adapter(asyncio.Protocol):
         # only while websockets' parser waits at a frame boundary with nothing buffered, so the bytes
         # handed to it later start at a frame's first byte
         ws = self.ws
-        return ws.state is OPEN and not ws.extensions and ws.current_size is None and not ws.reader.buffer
+        fragmented = getattr(ws, "current_size", getattr(ws, "cur_size", None))  # (websockets <15: cur_size)
+        return ws.state is OPEN and not ws.extensions and fragmented is None and not ws.reader.buffer
 
     def _received_directly(self, data: bytes) -> None:
         buffer = self._partial
         buffer += data
         view = memoryview(buffer)
-        end, pos, masked, limit = len(buffer), 0, self._masked_in, self.ws.max_message_size
+        end, pos, masked, limit = len(buffer), 0, self._masked_in, self._limit
         payloads: List[Any] = []
         other = False  # a frame of another kind (control, fragment, bad bits, past the limit) is next
         try:

@@ -81,7 +81,7 @@ def test_a_message_past_the_frame_limit_closes_the_connection(run: Any) -> None:
                 await ws.recv()
                 await ws.send(b"SEND\ndestination:/queue/q\n\n" + b"x" * 100_000 + b"\0")
                 await asyncio.wait_for(ws.wait_closed(), 5)
-                return ws.close_code
+                return ws.protocol.close_code
 
     assert run(main()) == 1009
 
