@@ -16,6 +16,7 @@ from fastframe.spark._stream_source import AckQueueReader, StreamQueueReader, st
 
 from .stream_helpers import (
     BROKERS,
+    HOST,
     RABBIT,
     declare_stream,
     delete_streams,  # noqa: F401  (deletes the streams a session declared)
@@ -221,3 +222,47 @@ def test_a_bad_option_fails_at_load(spark: Any) -> None:
         reader = reader.option(name, value)
     with pytest.raises(Exception, match="option consume: 'sometimes' is not ack or stream"):
         reader.load()
+
+
+def _publish_raw(destination: str, headers: list) -> None:
+    """SENDs written byte for byte (a header value that is not UTF-8 cannot go through the client)."""
+    import socket
+
+    with socket.create_connection((HOST, RABBIT.port), timeout=10) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
+        assert sock.recv(4096).startswith(b"CONNECTED")
+        for n, value in enumerate(headers):
+            frame = b"SEND\ndestination:%s\nn:%d\nx-value:%s\nreceipt:r%d\n\nbody%d\x00" % (
+                destination.encode(),
+                n,
+                value,
+                n,
+                n,
+            )
+            sock.sendall(frame)
+        received = b""
+        while received.count(b"RECEIPT") < len(headers):
+            chunk = sock.recv(4096)
+            assert chunk, received
+            received += chunk
+
+
+def test_a_poison_header_fails_the_batch_loudly() -> None:
+    """consume=ack: a header value that is not UTF-8 (RabbitMQ passes it on) ends the connection: the next
+    poll is an error naming it, never an empty batch that would end availableNow as a success."""
+    require_broker(RABBIT)
+    from fastframe.spark._stream_read import QueueConsumer
+
+    destination = f"/queue/{new_queue('poison')}"
+    _publish_raw(destination, [b"ok", b"ok", b"\xff\xfe", b"ok"])
+    consumer = QueueConsumer(source_options(live_options("rabbitmq", destination)))
+    got: list = []
+    try:
+        with pytest.raises(BrokerError) as caught:
+            for _ in range(20):
+                got.extend(m.get("n") for messages in consumer.poll(0, 0).values() for m in messages)
+    finally:
+        consumer.close()
+    assert got == ["0", "1"]  # the messages before it, then the error: not a quiet end
+    message = str(caught.value)
+    assert "invalid UTF-8" in message and "remove or fix it at the broker" in message, message

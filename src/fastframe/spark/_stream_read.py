@@ -460,9 +460,16 @@ class QueueConsumer:
         client = self.broker.client
         if not client.is_connected:
             cause = await asyncio.wait_for(client.wait_closed(), self.opts.connection.timeout)
+            undecodable = "undecodable" in str(cause)
             raise BrokerError(
                 f"receiving on {self.opts.connection.describe()}: the connection ended: {cause or 'closed'} "
-                "(what was received and not acknowledged goes back to the queue; Spark retries the batch)"
+                + (
+                    "(a message the codec refuses, e.g. a header that is not UTF-8, ends the connection and "
+                    "stays at the head of the queue, with what came before it unacknowledged: remove or fix it "
+                    "at the broker)"
+                    if undecodable
+                    else "(what was received and not acknowledged goes back to the queue; Spark retries the batch)"
+                )
             )
 
     async def _poll(self, max_messages: int, max_bytes: int) -> Dict[str, List[Any]]:
