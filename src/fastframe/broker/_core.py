@@ -18,17 +18,24 @@ per session and name) a queue only that session reads, ``/queue/fastframe.temp.<
 goes out with that as its ``reply-to``; what is sent there reaches the session as a MESSAGE on
 subscription ``/temp-queue/NAME``, which the client never subscribed to. The queue ends with its
 session; what is sent to it later is dropped.
+
+Stream queues, as RabbitMQ's: a SUBSCRIBE to ``/queue/NAME`` with ``x-queue-type:stream`` declares an
+append-only log read by offset (``x-stream-offset``), published to through ``/amq/queue/NAME``; the
+rules are in :mod:`fastframe.broker._streams`, which this core calls at a few points. Its clock (for
+``x-max-age`` and ``x-stream-offset:timestamp=T``) is the ``clock`` argument.
 """
 
 from __future__ import annotations
 
 import collections
+import time
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 import fastframe
 
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
+from ._streams import AMQ_QUEUE, StreamLog, Streams
 
 __all__ = [
     "BrokerCore",
@@ -149,7 +156,7 @@ class Session:
         self.pending: Dict[str, _Subscription] = {}
         #: transaction id -> frames held until COMMIT
         self.transactions: Dict[str, List[Any]] = {}
-        #: bytes the frames held in transactions count (see :func:`held_size`)
+        #: bytes the frames held in open transactions count against the limits (bodies and headers)
         self.transaction_bytes = 0
         self.closed = False
         #: MESSAGE bytes routed by receive_many() and not yet written (one write per connection and read)
@@ -189,6 +196,7 @@ class BrokerCore:
         max_transactions: transactions one connection may have open at once.
         max_subscriptions: subscriptions one connection may hold at once.
         server: the ``server`` header of CONNECTED.
+        clock: seconds since the epoch, for stream queues' ``x-max-age`` and ``timestamp=`` offsets.
 
     A queue that is empty and has no subscriber is forgotten, so memory returns to its baseline when
     clients leave.
@@ -203,6 +211,7 @@ class BrokerCore:
         max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         server: str = f"fastframe/{fastframe.__version__}",
+        clock: Callable[[], float] = time.time,
     ) -> None:
         for name, limit in (
             ("max_stored_bytes", max_stored_bytes),
@@ -222,6 +231,11 @@ class BrokerCore:
         self.queues: Dict[str, _Queue] = {}
         self.topics: Dict[str, List[_Subscription]] = {}
         self.stored_bytes = 0
+        self.clock = clock
+        #: the stream queues (their bytes count in stored_bytes)
+        self.streams = Streams(lambda sub, message: self._deliver(sub, message, False))
+        #: the frames of the read receive_many() is acting on: a stream's chunk is what one read wrote
+        self._read: Optional[List[Any]] = None
         self._sessions_opened = 0
         self._message_ids = 0
         self._after_receipt: List[Callable[[], None]] = []
@@ -255,6 +269,8 @@ class BrokerCore:
         self._end_transactions(session)
         for sub in list(session.subscriptions.values()):
             self._drop_subscription(sub)
+        if self.streams.logs:
+            self.streams.forget_session(session)
         for destination in session.temp_queues:
             queue = self.queues.pop(destination, None)
             if queue is not None:
@@ -327,6 +343,7 @@ class BrokerCore:
         the end.
         """
         queues, topics, dirty = self.queues, self.topics, self._dirty
+        self._read = frames
         for frame in frames:
             if session.closed:
                 break
@@ -382,6 +399,7 @@ class BrokerCore:
                 box.append(self._delivery(sub, message, False))
         if dirty:
             self._write_outboxes()
+        self._read = None
 
     def _receive_one(self, session: Session, frame: Any) -> None:
         """receive() inside receive_many(): what was routed before goes out first."""
@@ -423,7 +441,9 @@ class BrokerCore:
         if destination is None:
             self.fail(session, "destination-missing", frame.command)
             return None
-        if not destination.startswith(("/queue/", "/topic/")) or len(destination) < 8:
+        if (not destination.startswith(("/queue/", "/topic/")) or len(destination) < 8) and not (
+            destination.startswith(AMQ_QUEUE) and len(destination) > len(AMQ_QUEUE)
+        ):
             self.fail(session, "destination-unknown", destination)
             return None
         return destination
@@ -432,8 +452,8 @@ class BrokerCore:
         # the hot path of the broker: written out flat, the checks of _check_destination inlined
         destination = frame.get("destination")
         if destination is None or len(destination) < 8 or not destination.startswith(_PREFIXES):
-            self._check_destination(session, frame)  # sends the ERROR
-            return
+            if self._check_destination(session, frame) is None:
+                return  # (refused: the ERROR is sent)
         headers = forwarded_headers(frame.headers)
         reply_to = frame.get("reply-to")
         if reply_to is not None and reply_to.startswith(_TEMP_QUEUE) and len(reply_to) > len(_TEMP_QUEUE):
@@ -441,7 +461,35 @@ class BrokerCore:
             if private is None:
                 return  # (refused: the ERROR is sent)
             headers = tuple([(name, private if name == "reply-to" else value) for name, value in headers])
+        if destination[1] == "a" or (self.streams.logs and destination[1] == "q"):
+            destination = self._send_stream(session, frame, destination, headers)
+            if destination is None:
+                return
         self.publish(_Published(destination, headers, frame.body), session)
+
+    def _send_stream(self, session: Session, frame: Any, destination: str, headers: Headers) -> Optional[str]:
+        """A SEND to ``/amq/queue/NAME`` or to a stream's ``/queue/NAME``: appended to the stream (or
+        refused as RabbitMQ refuses it; ``None``), or the queue to publish it to as usual."""
+        name = destination[len(AMQ_QUEUE) :] if destination[1] == "a" else destination[len("/queue/") :]
+        log = self.streams.logs.get(name)
+        if log is None:
+            queue = "/queue/" + name
+            return queue if destination[1] == "q" or queue in self.queues else None  # (no such queue: dropped)
+        if destination[1] == "q" and session not in log.declarers:  # a SEND to /queue/ declares a classic queue
+            kind, args = self.streams.inequivalent(name, "x-queue-type", None, "stream")
+            self.fail(session, kind, *args)
+            return None
+        receipt = frame.get("receipt")  # RabbitMQ copies it into the stream's message
+        stored = ((("receipt", receipt),) if receipt is not None else ()) + headers
+        stored += (("x-stream-offset", str(log.end)),)
+        size = held_size(stored, frame.body)
+        if self.stored_bytes + size > self.max_stored_bytes:
+            self.fail(session, "full", self.max_stored_bytes)
+            return None
+        self.stored_bytes += size
+        self.stored_bytes -= self.streams.append(log, _Published(log.destination, stored, frame.body), size,
+                                                 self.clock(), self._read)  # fmt: skip
+        return None
 
     def _temp_queue(self, session: Session, name: str) -> Optional[str]:
         """The queue behind ``session``'s temporary queue ``name`` (``/temp-queue/...``), made on first use
@@ -538,6 +586,17 @@ class BrokerCore:
         if len(session.subscriptions) >= self.max_subscriptions:
             self.fail(session, "subscriptions-open", self.max_subscriptions)
             return
+        if destination[1] == "a" or (
+            destination[1] == "q" and (frame.get("x-queue-type") == "stream" or destination[7:] in self.streams.logs)
+        ):
+            found = self._stream_of(session, frame, destination)
+            if found is None:
+                return  # (refused: the ERROR is sent)
+            if isinstance(found, str):
+                destination = found  # /amq/queue/NAME of a queue that is no stream
+            else:
+                self._subscribe_stream(session, frame, found, key, ack, sub_id is not None)
+                return
         sub = _Subscription(session, key, destination, ack, sub_id is not None)
         session.subscriptions[key] = sub
         if destination.startswith("/topic/"):
@@ -548,6 +607,34 @@ class BrokerCore:
             queue = self.queues[destination] = _Queue()
         queue.consumers.append(sub)
         self._drain(queue)
+
+    def _stream_of(self, session: Session, frame: Any, destination: str) -> Any:
+        """The stream a SUBSCRIBE reads (declared by it when new), the ``/queue/NAME`` an ``/amq/queue/NAME``
+        of another queue is, or ``None`` after the ERROR RabbitMQ sends."""
+        if destination[1] == "a":
+            name = destination[len(AMQ_QUEUE) :]
+            log = self.streams.logs.get(name)
+            if log is not None:
+                return log
+            if "/queue/" + name in self.queues:
+                return "/queue/" + name
+            self.fail(session, "not-found", name)
+            return None
+        found = self.streams.declare(session, destination[7:], frame, destination in self.queues)
+        if isinstance(found, tuple):
+            self.fail(session, found[0], *found[1])
+            return None
+        return found
+
+    def _subscribe_stream(self, session: Session, frame: Any, log: StreamLog, key: str, ack: str, named: bool) -> None:
+        sub = _Subscription(session, key, log.destination, ack, named)
+        refusal = self.streams.subscribe(sub, log, frame, self.clock())
+        if refusal is not None:
+            self.fail(session, refusal[0], *refusal[1])
+            return
+        session.subscriptions[key] = sub
+        cursor = self.streams.cursors[sub]
+        self._after_receipt.append(lambda: self.streams.pump(cursor))  # after the RECEIPT, as RabbitMQ
 
     def _unsubscribe(self, session: Session, frame: Any) -> None:
         key = frame.get("id")
@@ -564,6 +651,9 @@ class BrokerCore:
         session.subscriptions.pop(sub.id, None)
         for ack_id in sub.unacked:
             session.pending.pop(ack_id, None)
+        if self.streams.cursors and self.streams.drop(sub):
+            sub.unacked.clear()  # (a stream keeps its messages: nothing goes back)
+            return
         if sub.destination.startswith("/topic/"):
             subs = self.topics.get(sub.destination, [])
             if sub in subs:
@@ -614,12 +704,20 @@ class BrokerCore:
             for ack_id in ids:
                 del sub.unacked[ack_id]
                 del session.pending[ack_id]
+            cursor = self.streams.cursors.get(sub) if self.streams.cursors else None
+            if cursor is not None:
+                self.streams.pump(cursor)  # the credit the ACK gave back
 
     def _nack(self, session: Session, frame: Any) -> None:
         found = self._acked(session, frame)
         if found is None:
             return
         sub, ids = found
+        cursor = self.streams.cursors.get(sub) if self.streams.cursors else None
+        if cursor is not None:
+            self.fail(session, "channel-died", f"basic.nack and basic.reject not supported by stream queues queue "
+                      f"'{cursor.log.name}' in vhost '/'")  # fmt: skip
+            return
         messages = [sub.unacked.pop(ack_id) for ack_id in ids]
         for ack_id in ids:
             del session.pending[ack_id]

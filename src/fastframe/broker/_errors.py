@@ -47,6 +47,15 @@ ERRORS = {
     "too-many-connections": ("Too many connections", "The broker accepts at most {} connections\n"),
     "shutdown": ("Server shutting down", "The broker is shutting down\n"),
     "timeout": ("Timeout", "{}\n"),
+    # RabbitMQ's stream queue refusals (fastframe.broker._streams), its words
+    "precondition": ("precondition_failed", "PRECONDITION_FAILED - {}"),
+    "not-found": ("not_found", "NOT_FOUND - no queue '{}' in vhost '/'"),
+    "channel-died": (
+        "AMQP channel died",
+        "Reason: {{shutdown,\n            {{connection_closing,\n                {{server_initiated_close,540,\n"
+        '                    "{}"}}}}}}',
+    ),
+    "processing": ("Processing error", "Processing error"),
     "internal": ("Internal error", "The server failed to handle a frame ({}); the connection is closed\n"),
 }
 
