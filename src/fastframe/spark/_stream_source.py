@@ -1,4 +1,5 @@
-"""The ``stomp`` format on a broker: Structured Streaming readers and the writers (PySpark 4.2+ API).
+"""The ``stomp`` format on a broker: Structured Streaming readers and the writers (PySpark 4.0+; the
+readers are written for 4.2's API, :mod:`._stream_compat` and :class:`_FollowsTheQuery` bridge 4.0/4.1).
 
 :class:`StreamQueueReader` (``consume=stream``): offsets ``{destination: next
 offset}`` in the checkpoint; the driver plans ``[start, end)`` per
@@ -8,6 +9,9 @@ the same messages: with a checkpointed file sink, every message lands once.
 ``startingOffsets`` latest or timestamp=T is resolved by a first batch that
 reads nothing, so the offset log holds where the query began.
 ``maxBytesPerTrigger`` has the driver read a planned range to measure it.
+Offsets the stream no longer holds fail the query (``failOnDataLoss``, see
+:func:`._stream_read.checked_end`). :class:`StreamRangeReader` reads a range
+of the same streams as a batch (``endingOffsets``).
 
 :class:`AckQueueReader` (``consume=ack``): one connection on the driver
 receives; a batch carries its messages to the tasks; Spark's ``commit(end)``
