@@ -33,7 +33,9 @@ the argument types they share. Nothing outside this package imports it
 (``fastframe.spark`` never does); ``python -m fastframe`` and the
 ``fastframe`` script run :func:`main`.
 
-Decode errors print ``FILE:OFFSET: message`` on stderr and exit with status 1.
+Decode errors print ``FILE:OFFSET: message`` on stderr and exit with status 1. Every other failure
+is one line too (``fastframe COMMAND: what went wrong``) and a non-zero status; ``--debug`` shows the
+traceback instead. Each subcommand's ``--help`` ends with examples.
 """
 
 from __future__ import annotations
@@ -41,7 +43,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Callable, Dict, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+import fastframe
 
 from . import _archive, _capture, _codec, _spark, _stream
 
@@ -49,16 +53,48 @@ __all__ = ["main"]
 
 _Handlers = Dict[str, Callable[[argparse.Namespace], int]]
 
+#: What ``fastframe COMMAND --help`` ends with: a few lines a newcomer can run.
+_EXAMPLES = {
+    "decode": "fastframe decode capture.stomp\nfastframe sample - | fastframe decode -\n"
+    "fastframe decode capture.stomp --version 1.0 --escapes 1.2   # RabbitMQ's 1.0 sessions",
+    "sample": "fastframe sample out.stomp --frames 1000\nfastframe sample - --crlf | fastframe decode -",
+    "demo": "fastframe demo --frames 20",
+    "info": "fastframe info",
+    "broker": "fastframe broker --port 61613\nfastframe broker --port 61613 --user guest:guest --ws-port 15674\n"
+    "fastframe broker --port 0 --record captures/   # a free port; every connection recorded",
+    "convert": "fastframe sample-archive archive/ && fastframe convert archive/ --out parquet/",
+    "sample-archive": "fastframe sample-archive archive/ --brokers 2 --days 2",
+    "index": "fastframe index archive/*/*/*.stomp",
+    "stream": "fastframe stream /queue/orders --out parquet/ --checkpoint ckpt/ --available-now",
+    "record": "fastframe record --listen 127.0.0.1:61650 --upstream 127.0.0.1:61613 --out captures/",
+    "replay": "fastframe replay captures/127.0.0.1_61613/2026-11-26/conn-0001.c2s.stomp --to 127.0.0.1:61613",
+}
 
-def _parser_and_handlers() -> Tuple[argparse.ArgumentParser, _Handlers]:
+
+def _parser_and_handlers() -> Tuple[argparse.ArgumentParser, _Handlers, Dict[str, argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(
         prog="fastframe", description="Decode, generate and inspect STOMP 1.0/1.1/1.2 frame streams."
     )
+    parser.add_argument(
+        "--version", action="version", version=f"fastframe {fastframe.__version__} ({fastframe.IMPLEMENTATION})"
+    )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a failure (one line without)")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_parser = commands.add_parser
+
+    def add_described(name: str, **options: Any) -> argparse.ArgumentParser:
+        # every command's --help: its one-line help as the description, then examples
+        options.setdefault("description", options.get("help"))
+        if name in _EXAMPLES:
+            options["epilog"] = "examples:\n" + "\n".join(f"  {line}" for line in _EXAMPLES[name].split("\n"))
+            options["formatter_class"] = argparse.RawDescriptionHelpFormatter
+        return add_parser(name, **options)
+
+    commands.add_parser = add_described  # type: ignore[method-assign]
     handlers: _Handlers = {}
     for group in (_codec, _spark, _stream, _archive, _capture):  # the order of the commands in --help
         handlers.update(group.add_commands(commands))
-    return parser, handlers
+    return parser, handlers, commands.choices
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -67,8 +103,10 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line with ``argv`` (default: ``sys.argv[1:]``); return the exit status."""
-    parser, handlers = _parser_and_handlers()
-    args = parser.parse_args(argv)
+    parser, handlers, subparsers = _parser_and_handlers()
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own usage, not the top level's, names what it did not know
+        subparsers[args.command].error(f"unrecognized arguments: {' '.join(extra)}")
     for stream in (sys.stdout, sys.stderr):
         # header values are any Unicode: never die on a console that cannot show them
         reconfigure = getattr(stream, "reconfigure", None)
@@ -82,3 +120,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:
+        print(f"fastframe {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # every failure a command did not word itself: one line, unless --debug
+        if args.debug:
+            raise
+        print(f"fastframe {args.command}: {_one_line(exc)} (--debug shows the traceback)", file=sys.stderr)
+        return 1
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if isinstance(exc, OSError) else f"{type(exc).__name__}: {text}"

@@ -31,7 +31,7 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     smp.add_argument("--no-malformed", action="store_true", help="leave out the two damaged files")
 
     idx = commands.add_parser("index", help="write .ffidx sidecars so Spark can split big files at proven frames")
-    idx.add_argument("files", nargs="+", metavar="FILE")
+    idx.add_argument("files", nargs="+", metavar="FILE", help="STOMP files (.stomp, .gz, .zst) to index")
     idx.add_argument("--interval", type=size, default=4 << 20, metavar="SIZE", help="checkpoint spacing (4m)")
     add_decoder_arguments(idx)
     return {"sample-archive": cmd_sample_archive, "index": cmd_index}

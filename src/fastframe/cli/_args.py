@@ -27,6 +27,14 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
     return parse
 
 
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (a free one) to 65535."""
+    value = int_at_least(0)(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535, not {value}")
+    return value
+
+
 def key_value(text: str) -> Tuple[str, str]:
     """``KEY=VALUE`` (a reader option, a Spark setting) as a pair; the value may be empty or hold ``=``."""
     name, sep, value = text.partition("=")

@@ -171,6 +171,9 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from ..capture import pieces_of, replay
     from ._codec import _Listing
 
+    if not os.path.isfile(args.file):
+        print(f"fastframe replay: {args.file}: no such file (a recorded conn-NNNN.c2s.stomp)", file=sys.stderr)
+        return 1
     paths = pieces_of(args.file)
     listing = _Listing(sys.stdout, quiet=args.summary)
     host, port = args.to

@@ -67,8 +67,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     commands.add_parser("info", help="print the version and the active implementation")
     brk = commands.add_parser("broker", help="run the in-memory broker (tests, development, demos; no persistence)")
     brk.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    brk.add_argument("--port", type=_count, default=61613, help="port to listen on (default 61613; 0: a free one)")
-    brk.add_argument("--ws-port", type=_count, default=None, metavar="W",
+    brk.add_argument("--port", type=_args.port, default=61613, help="port to listen on (default 61613; 0: a free one)")
+    brk.add_argument("--ws-port", type=_args.port, default=None, metavar="W",
                      help="serve STOMP over WebSocket too, at ws://HOST:W/ws (0: a free port; the ws extra)")  # fmt: skip
     brk.add_argument("--user", action="append", metavar="LOGIN:PASSCODE", help="accept only these logins (repeat)")
     brk.add_argument(

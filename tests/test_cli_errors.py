@@ -1,0 +1,69 @@
+"""The command line answers every wrong input with one line (what is wrong, what to do) and a non-zero
+status, never a traceback unless --debug; --version; each subcommand's help ends with examples."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+import fastframe
+
+
+def fastframe_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fastframe", *args], capture_output=True, text=True, timeout=60)
+
+
+def one_line_failure(done: subprocess.CompletedProcess, rc: int = 1) -> str:
+    assert done.returncode == rc, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr + done.stdout
+    return done.stderr.strip().splitlines()[-1]
+
+
+def test_version():
+    done = fastframe_cli("--version")
+    assert (
+        done.returncode == 0
+        and done.stdout.strip() == f"fastframe {fastframe.__version__} ({fastframe.IMPLEMENTATION})"
+    )
+
+
+def test_a_port_out_of_range():
+    line = one_line_failure(fastframe_cli("broker", "--port", "99999"), rc=2)
+    assert line == "fastframe broker: error: argument --port: a port is 0 to 65535, not 99999"
+
+
+def test_a_port_in_use_and_debug():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        line = one_line_failure(fastframe_cli("broker", "--port", port))
+        assert line.startswith("fastframe broker: ") and "address already in use" in line and "--debug" in line
+        done = fastframe_cli("--debug", "broker", "--port", port)
+        assert done.returncode != 0 and "Traceback" in done.stderr
+
+
+def test_replay_of_a_missing_file_names_the_file():
+    line = one_line_failure(fastframe_cli("replay", "/missing/conn-0001.c2s.stomp", "--to", "127.0.0.1:61697"))
+    assert line.startswith("fastframe replay: /missing/conn-0001.c2s.stomp: no such file")
+    assert "61697" not in line
+
+
+def test_an_unknown_option_shows_the_commands_usage(tmp_path):
+    done = fastframe_cli("decode", str(tmp_path / "x.stomp"), "--bogus")
+    line = one_line_failure(done, rc=2)
+    assert line == "fastframe decode: error: unrecognized arguments: --bogus"
+    assert done.stderr.startswith("usage: fastframe decode ")
+
+
+@pytest.mark.parametrize("command", ["decode", "broker", "record", "replay", "index", "sample-archive"])
+def test_each_command_has_a_description_and_examples(command):
+    done = fastframe_cli(command, "--help")
+    assert done.returncode == 0
+    text = done.stdout
+    assert "examples:\n  fastframe " in text
+    usage_end = text.index("\n\n")
+    assert text[usage_end:].strip().split("\n")[0]  # a description line after the usage
