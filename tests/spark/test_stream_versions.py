@@ -148,3 +148,20 @@ def test_ending_offsets_is_for_stream_queues_and_batch_reads() -> None:
         check_options({"host": "h", "destination": "/queue/a", "consume": "stream", "endingOffsets": "soon"})
     with pytest.raises(ValueError, match="a stream reads on"):
         stream_reader({"host": "h", "destination": "/queue/a", "consume": "stream", "endingOffsets": "5"})
+
+
+def test_queue_available_now_before_admission_control_acknowledges_nothing(
+    spark: Any, tmp_path: Path, rabbitmq: None
+) -> None:
+    """What the guide says of PySpark 4.0/4.1: availableNow with consume=ack is one batch that Spark never
+    commits to the source, so nothing is acknowledged and every message comes again (nothing lost)."""
+    if ADMISSION_CONTROL:
+        pytest.skip(f"PySpark {PYSPARK_VERSION} runs availableNow through the source (test_stream_limits.py)")
+    destination = f"/queue/{new_queue('versions-ack-now')}"
+    publish_queue("rabbitmq", destination, range(200))
+    options = source_options("rabbitmq", destination)
+    with Query(spark, options, tmp_path / "out", tmp_path / "ck", availableNow=True) as query:
+        assert query.awaitTermination(120)
+    written = read_rows(spark, tmp_path / "out")
+    assert written
+    assert len(drain("rabbitmq", destination, quiet=1.0)) == 200  # all still queued
