@@ -17,6 +17,7 @@ from ._core import (
     SessionHandle,
 )
 from ._errors import ERRORS, error_frame, error_parts
+from ._streams import StreamLog, Streams
 
 __all__ = [
     "ACK_MODES",
@@ -28,6 +29,8 @@ __all__ = [
     "BrokerCore",
     "Session",
     "SessionHandle",
+    "StreamLog",
+    "Streams",
     "error_frame",
     "error_parts",
 ]

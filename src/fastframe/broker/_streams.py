@@ -191,8 +191,8 @@ def _value(value: Optional[str], kind: str) -> str:
 class Streams:
     """The stream queues of one broker core and their consumers.
 
-    The core calls :meth:`declare` / :meth:`find` on SUBSCRIBE, :meth:`subscribe`, :meth:`append` on a
-    SEND to a stream, :meth:`pump` when a consumer's ACK gives credit, :meth:`drop` when a subscription
+    The core (``BrokerCore.streams``) calls :meth:`declare` on a SUBSCRIBE to
+    ``/queue/NAME``, :meth:`subscribe`, :meth:`append` on a SEND to a stream, :meth:`pump` when a consumer's ACK gives credit, :meth:`drop` when a subscription
     ends; deliveries go through ``deliver(sub, message)``, the core's.
     """
 
