@@ -233,7 +233,7 @@ class BrokerCore:
         self.stored_bytes = 0
         self.clock = clock
         #: the stream queues (their bytes count in stored_bytes)
-        self.streams = Streams(lambda sub, message: self._deliver(sub, message, False))
+        self.streams = Streams(self._deliver_run)
         #: the frames of the read receive_many() is acting on: a stream's chunk is what one read wrote
         self._read: Optional[List[Any]] = None
         self._sessions_opened = 0
@@ -550,6 +550,16 @@ class BrokerCore:
 
     def _deliver(self, sub: _Subscription, message: _Published, redelivered: bool) -> None:
         sub.session.handle.write(self._delivery(sub, message, redelivered))
+
+    def _deliver_run(self, sub: _Subscription, messages: List[_Published]) -> None:
+        """First deliveries of several messages to one subscription, in one write (a stream's)."""
+        handle = sub.session.handle
+        data = [self._delivery(sub, message, False) for message in messages]
+        if len(data) == 1 or not getattr(handle, "message_per_write", False):
+            handle.write(data[0] if len(data) == 1 else b"".join(data))
+        else:  # (a WebSocket: each frame is a message of its own)
+            for frame in data:
+                handle.write(frame)
 
     def _delivery(self, sub: _Subscription, message: _Published, redelivered: bool) -> bytes:
         # MESSAGE as bytes: the subscription's encoded prefix, this delivery's ids, and the message's

@@ -193,10 +193,10 @@ class Streams:
 
     The core (``BrokerCore.streams``) calls :meth:`declare` on a SUBSCRIBE to
     ``/queue/NAME``, :meth:`subscribe`, :meth:`append` on a SEND to a stream, :meth:`pump` when a consumer's ACK gives credit, :meth:`drop` when a subscription
-    ends; deliveries go through ``deliver(sub, message)``, the core's.
+    ends; deliveries go through ``deliver(sub, messages)``, the core's (one write for a run of them).
     """
 
-    def __init__(self, deliver: Callable[[Any, Any], None]) -> None:
+    def __init__(self, deliver: Callable[[Any, List[Any]], None]) -> None:
         self.logs: Dict[str, StreamLog] = {}
         self.cursors: Dict[Any, StreamCursor] = {}
         self._deliver = deliver
@@ -271,16 +271,23 @@ class Streams:
         """Deliver to one consumer while it has credit (``prefetch-count`` less what it has not
         acknowledged), then the rest of the chunk it is in, as RabbitMQ sends whole chunks."""
         log, sub = cursor.log, cursor.sub
-        entries = log.entries
-        while cursor.position < log.end:
-            entry = entries[cursor.position - log.first]
-            if len(sub.unacked) >= cursor.prefetch and entry.chunk != cursor.last_chunk:
-                return
-            cursor.position += 1
-            cursor.last_chunk = entry.chunk
-            self._deliver(sub, entry.message)
-            if sub.session.closed:
-                return
+        if cursor.position < log.first:
+            cursor.position = log.first
+        entries, first, end = log.entries, log.first, log.end
+        position, last_chunk = cursor.position, cursor.last_chunk
+        credit = cursor.prefetch - len(sub.unacked)
+        run: List[Any] = []
+        while position < end:
+            entry = entries[position - first]
+            if credit <= 0 and entry.chunk != last_chunk:
+                break
+            position += 1
+            credit -= 1
+            last_chunk = entry.chunk
+            run.append(entry.message)
+        cursor.position, cursor.last_chunk = position, last_chunk
+        if run:
+            self._deliver(sub, run)
 
     def drop(self, sub: Any) -> bool:
         """Forget ``sub``'s consumer, if it is one (its unacknowledged messages stay in the log)."""
