@@ -453,10 +453,15 @@ class ClientSession:
         if transport is None or transport.is_closing():
             return
         paused = not self._closing_down and (any(self._pauses.values()) or (bool(self._pauses) and not self._receipts))
-        # (a receipt wait lifts the soft pauses, closing down all of them)
-        self._stalled = not self._closing_down and (
-            any(self._pauses.values()) or (not self._receipts and self._paused_by_queues())
-        )
+        # a queue's pause stops dispatching too (a receipt wait lifts the soft ones, closing down all);
+        # (no Python-level call here: this runs after every read)
+        pauses = self._pauses
+        if not pauses or self._closing_down:
+            self._stalled = False
+        elif self._receipts:
+            self._stalled = True in pauses.values()  # a hard one
+        else:
+            self._stalled = len(pauses) > 1 or _RESTING not in pauses  # a queue's, not only the rest's
         if (self._held or self._later) and not paused and not self._probing:
             # what probes read goes first, decoded on the next turn of the loop (its messages may
             # pause reading again), before the socket is read again
