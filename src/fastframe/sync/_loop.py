@@ -326,7 +326,7 @@ class Outbox:
         except BaseException as exc:
             waiter.set_exception(exc)
             return
-        task.add_done_callback(functools.partial(_hand_over, waiter, written))
+        keep(task).add_done_callback(functools.partial(_hand_over, waiter, written))
 
     def _failed(self, exc: BaseException) -> None:
         if self.failure is None:
