@@ -372,3 +372,18 @@ def test_through_the_asyncio_client() -> None:
                         await other.send("/queue/events", b"refused", receipt=True, timeout=5)
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+@pytest.mark.parametrize("body", [b"", b"body", b"\0\n"])
+def test_a_stream_messages_bytes_are_the_encoders_in_every_version(body: bytes) -> None:
+    from fastframe.broker._encoding import message_tail
+
+    core = BrokerCore()
+    producer = declared(core)
+    publish(producer, body)
+    publish(producer, body, **{"x-h": "a:b"})
+    for entry in core.streams.logs["log"].entries:
+        message = entry.message
+        for version in ("1.0", "1.1", "1.2"):
+            tail = message.tails.get(version) or message_tail(version, message.headers, message.body)
+            assert tail == message_tail(version, message.headers, message.body)
