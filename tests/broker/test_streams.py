@@ -387,3 +387,20 @@ def test_a_stream_messages_bytes_are_the_encoders_in_every_version(body: bytes) 
         for version in ("1.0", "1.1", "1.2"):
             tail = message.tails.get(version) or message_tail(version, message.headers, message.body)
             assert tail == message_tail(version, message.headers, message.body)
+
+
+def test_in_one_read_deliveries_go_out_with_the_reads_other_frames_in_order() -> None:
+    core = BrokerCore()
+    producer = declared(core)
+    reader = consumer(core, "next")
+    frames = [
+        fastframe.Frame("SEND", {"destination": "/amq/queue/log"}, b"a"),  # (the read's flat path)
+        fastframe.Frame("SEND", {"destination": "/amq/queue/log", "receipt": "r"}, b"b"),
+        fastframe.Frame("SEND", {"destination": "/amq/queue/log"}, b"c"),
+    ]
+    core.receive_many(producer.session, frames)
+    assert bodies(reader.messages()) == [b"a", b"b", b"c"] and core._read is None
+    mine = Client(core)  # a consumer that also publishes: its MESSAGE before its SEND's RECEIPT
+    mine.do("SUBSCRIBE", {"id": "m", "destination": "/amq/queue/log", "ack": "client", "prefetch-count": "9"})
+    core.receive_many(mine.session, [fastframe.Frame("SEND", {"destination": "/amq/queue/log", "receipt": "x"}, b"d")])
+    assert [f.command for f in mine.take()] == ["MESSAGE", "RECEIPT"]

@@ -296,6 +296,8 @@ class BrokerCore:
                 self._send(session, frame)
                 receipt = frame.get("receipt")
                 if receipt is not None and not session.closed:
+                    if self._dirty:  # (a stream's deliveries first, as RabbitMQ sends them)
+                        self._write_outboxes()
                     session.handle.receipt(receipt)
             return
         if session.closed:
@@ -342,8 +344,14 @@ class BrokerCore:
         of such SENDs go to its handle in one ``write``, before any other frame is acted on and at
         the end.
         """
+        self._read = frames  # (deliveries to stream consumers go to the outboxes meanwhile)
+        try:
+            self._route_many(session, frames)
+        finally:
+            self._read = None
+
+    def _route_many(self, session: Session, frames: List[Any]) -> None:
         queues, topics, dirty = self.queues, self.topics, self._dirty
-        self._read = frames
         for frame in frames:
             if session.closed:
                 break
@@ -387,8 +395,14 @@ class BrokerCore:
                 targets: Any = (sub,)
             else:
                 targets = topics.get(destination)
-                if targets is None:  # a new queue, a topic nobody listens to, or a mistake
-                    self._receive_one(session, frame)
+                if targets is None:  # a new queue, a topic nobody listens to, a stream, or a mistake
+                    log = None
+                    if self.streams.logs and destination is not None and destination.startswith(AMQ_QUEUE):
+                        log = self.streams.logs.get(destination[len(AMQ_QUEUE) :])
+                    if log is not None:  # /amq/queue/NAME of a stream: its deliveries go to the outboxes
+                        self._append(session, log, headers, frame.body)
+                    else:
+                        self._receive_one(session, frame)
                     continue
             message = _Published(destination, headers, frame.body)
             for sub in targets:
@@ -399,7 +413,6 @@ class BrokerCore:
                 box.append(self._delivery(sub, message, False))
         if dirty:
             self._write_outboxes()
-        self._read = None
 
     def _receive_one(self, session: Session, frame: Any) -> None:
         """receive() inside receive_many(): what was routed before goes out first."""
@@ -480,15 +493,18 @@ class BrokerCore:
             self.fail(session, kind, *args)
             return None
         receipt = frame.get("receipt")  # RabbitMQ copies it into the stream's message
-        stored = ((("receipt", receipt),) if receipt is not None else ()) + headers
-        stored += (("x-stream-offset", str(log.end)),)
-        size = held_size(stored, frame.body)
+        self._append(session, log, ((("receipt", receipt),) if receipt is not None else ()) + headers, frame.body)
+        return None
+
+    def _append(self, session: Session, log: StreamLog, headers: Headers, body: bytes) -> None:
+        """Write one message to a stream (or refuse it past ``max_stored_bytes``), deliver it where there is credit."""
+        stored = headers + (("x-stream-offset", str(log.end)),)
+        size = held_size(stored, body)
         if self.stored_bytes + size > self.max_stored_bytes:
             self.fail(session, "full", self.max_stored_bytes)
-            return None
-        message = _Published(log.destination, stored, frame.body)
+            return
+        message = _Published(log.destination, stored, body)
         if len(stored) == 1:  # only the offset, which no version escapes: one tail for every version
-            body = frame.body
             if body:  # (message_tail's bytes, written out: a test holds them to it)
                 tail = b"x-stream-offset:%d\ncontent-length:%d\n\n%b\0" % (log.end, len(body), body)
             else:
@@ -496,7 +512,6 @@ class BrokerCore:
             message.tails = dict.fromkeys(("1.0", "1.1", "1.2"), (False, tail))
         self.stored_bytes += size
         self.stored_bytes -= self.streams.append(log, message, size, self.clock(), self._read)
-        return None
 
     def _temp_queue(self, session: Session, name: str) -> Optional[str]:
         """The queue behind ``session``'s temporary queue ``name`` (``/temp-queue/...``), made on first use
@@ -559,9 +574,17 @@ class BrokerCore:
         sub.session.handle.write(self._delivery(sub, message, redelivered))
 
     def _deliver_run(self, sub: _Subscription, messages: List[_Published]) -> None:
-        """First deliveries of several messages to one subscription, in one write (a stream's)."""
-        handle = sub.session.handle
+        """First deliveries of several messages to one subscription (a stream's): in one write, or inside
+        :meth:`receive_many` to the session's outbox, written with what the rest of the read routed."""
+        target = sub.session
         data = [self._delivery(sub, message, False) for message in messages]
+        if self._read is not None:
+            box = target.outbox
+            if not box:
+                self._dirty.append(target)
+            box += data
+            return
+        handle = target.handle
         if len(data) == 1 or not getattr(handle, "message_per_write", False):
             handle.write(data[0] if len(data) == 1 else b"".join(data))
         else:  # (a WebSocket: each frame is a message of its own)
