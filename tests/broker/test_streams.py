@@ -404,3 +404,18 @@ def test_in_one_read_deliveries_go_out_with_the_reads_other_frames_in_order() ->
     mine.do("SUBSCRIBE", {"id": "m", "destination": "/amq/queue/log", "ack": "client", "prefetch-count": "9"})
     core.receive_many(mine.session, [fastframe.Frame("SEND", {"destination": "/amq/queue/log", "receipt": "x"}, b"d")])
     assert [f.command for f in mine.take()] == ["MESSAGE", "RECEIPT"]
+
+
+def test_the_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m bench.broker_streams`` (a smoke run: a few messages, the fastframe broker only)."""
+    import sys
+
+    from conftest import REPO
+
+    if str(REPO) not in sys.path:  # bench/ is a package at the repository root, not an installed one
+        sys.path.insert(0, str(REPO))
+    from bench import broker_streams
+
+    assert broker_streams.main(["--messages", "1000", "--only", "fastframe"]) == 0
+    out = capsys.readouterr().out
+    assert "| fastframe | live |" in out and "| fastframe | replay |" in out and "failed" not in out
