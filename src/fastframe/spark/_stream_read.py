@@ -89,7 +89,14 @@ async def _stream_subscription(
 
 
 async def _find_end(
-    broker: BrokerConnection, destination: str, start: int, limit: int, opts: SourceOptions, first_wait: float
+    broker: BrokerConnection,
+    destination: str,
+    start: int,
+    limit: int,
+    opts: SourceOptions,
+    first_wait: float,
+    gap: float = CHUNK_GAP,
+    span: float = 0.0,
 ) -> Optional[int]:
     sub = await _stream_subscription(broker.client, destination, "last", opts.prefetch, opts.connection.timeout)
     try:
@@ -101,10 +108,10 @@ async def _find_end(
     # the last chunk's messages arrive back to back: take them until a gap (acknowledging gives credit),
     # for at most pollTimeout: a producer that never pauses would keep the probe reading what it publishes
     loop = asyncio.get_running_loop()
-    stop = loop.time() + opts.poll_timeout
+    stop = loop.time() + (span or opts.poll_timeout)
     while not (limit and end >= start + limit) and loop.time() < stop:
         try:
-            message = await sub.get(timeout=min(CHUNK_GAP, max(0.001, stop - loop.time())))
+            message = await sub.get(timeout=min(gap, max(0.001, stop - loop.time())))
         except asyncio.TimeoutError:
             break
         end = max(end, _offset(message, destination) + 1)
@@ -180,6 +187,13 @@ async def _bounds(
     end = await _find_end(broker, destination, start, limit, opts, wait)
     if end is None:
         return None, None
+    if end < start:
+        # an end found before a gap of CHUNK_GAP can fall short of the last chunk's (a busy machine pauses
+        # longer): before calling the stream shorter than start, read its last chunk to the end, or on
+        # until it reaches start, with gaps of a second allowed
+        end = await _find_end(broker, destination, start - 1, 1, opts, wait, gap=1.0, span=opts.connection.timeout)
+        if end is None:
+            return None, None
     # then the first offset, on a subscription of its own (not unsubscribed: see find_end), after the end's:
     # RabbitMQ sends it a whole chunk, more than it queues, and the client stops reading the socket there
     head = await _stream_subscription(broker.client, destination, "first", 1, opts.connection.timeout)
@@ -195,7 +209,7 @@ def checked_end(opts: SourceOptions, destination: str, start: int, limit: int) -
     as :func:`find_end` finds them, with ``failOnDataLoss`` applied: ``begin`` is ``start``, or where
     reading goes on when offsets from ``start`` on are gone (``end < start``: a stream declared again,
     read from its first offset)."""
-    wait = max(opts.poll_timeout, 1.0) + opts.poll_timeout + opts.connection.timeout * 3
+    wait = max(opts.poll_timeout, 1.0) + opts.poll_timeout + opts.connection.timeout * 5
     with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
         check_rabbitmq(broker)
         first, end = broker.run(
@@ -366,11 +380,11 @@ def _shorter_than(opts: SourceOptions, destination: str, offset: int) -> bool:
         with BrokerConnection(opts.connection, max_queue=opts.prefetch + 1) as broker:
             wait = max(opts.poll_timeout, 1.0)
             first, end = broker.run(
-                _bounds(broker, destination, offset, 0, opts, wait), wait * 2 + opts.connection.timeout * 3, ""
+                _bounds(broker, destination, offset, 0, opts, wait), wait * 2 + opts.connection.timeout * 5, ""
             )
     except BrokerError:
         return False
-    if (end is not None and end > offset) or (end is None and offset == 0):
+    if (end is not None and end >= offset) or (end is None and offset == 0):
         return False  # the stream reaches the offset (or is empty, as a new one is): the error stands
     data_lost(opts, destination, offset, first, end)
     return True
