@@ -88,9 +88,9 @@ def start_session(command: str, master: str, app_name: str, conf: Dict[str, str]
 
 def check_cluster(command: str, spark: Any) -> Optional[int]:
     """On a cluster: one small task per core checks the executors' Python, which is printed; None when fine,
-    else the exit status after one line saying what is missing and what to set. Then the Python workers the
-    job's tasks run in are started ahead (the first batch's cold start, see warm_python_workers)."""
-    from ..spark import ExecutorProblem, check_executors, warm_python_workers
+    else the exit status after one line saying what is missing and what to set. The check's tasks leave the
+    Python workers the job's tasks run in started (the first batch's cold start, see check_executors)."""
+    from ..spark import ExecutorProblem, check_executors
 
     try:
         seen = check_executors(spark, os.environ.get("PYSPARK_PYTHON", "python3"))
@@ -100,7 +100,6 @@ def check_cluster(command: str, spark: Any) -> Optional[int]:
     pythons = sorted({f"{s['python']} ({s['version']}, codec {s['codec']})" for s in seen})
     hosts = sorted({s["host"] for s in seen})
     print(f"executors' Python: {'; '.join(pythons)} on {', '.join(hosts)}", file=sys.stderr)
-    warm_python_workers(spark)
     return None
 
 

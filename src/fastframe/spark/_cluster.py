@@ -365,7 +365,10 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
 
     Waits up to ``wait`` seconds for a first executor. Returns what each task
     saw (host, pid, working folder, python, version, codec); raises :class:`ExecutorProblem` with one clear sentence when a
-    module is missing or the Python does not start.
+    module is missing or the Python does not start. The tasks run in the
+    Python workers of Spark's SQL path, the ones a ``stomp`` task runs in
+    (see :func:`warm_python_workers`), and leave them started, with what a
+    task imports: the job's first batch does not start them again.
     """
     sc = spark.sparkContext
     deadline = time.monotonic() + wait
@@ -385,9 +388,16 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
     if python == SHIPPED_PYTHON:
         fix = "the executors run the shipped environment's bin/python3: ship one with fastframe[spark] installed"
     try:
-        seen: List[Dict[str, Any]] = sc.parallelize(range(count), count).mapPartitions(_probe_function()).collect()
-    except Exception as exc:
-        raise ExecutorProblem(f"the executors' Python failed: {_java_error_reason(exc)}; {fix}") from None
+        seen = _sql_probe(spark, count)
+    except Exception as sql_failure:
+        # a Python that fails before the probe runs (no pyarrow, which Spark's SQL worker imports first; a path
+        # that does not exist): RDD code runs without pyarrow, and its probe says which module is missing
+        try:
+            seen = sc.parallelize(range(count), count).mapPartitions(_probe_function()).collect()
+        except Exception as exc:
+            raise ExecutorProblem(f"the executors' Python failed: {_java_error_reason(exc)}; {fix}") from None
+        if all(item["missing"] is None for item in seen):
+            raise ExecutorProblem(f"the executors' Python failed: {failure_reason(sql_failure)}; {fix}") from None
     for item in seen:
         if item["missing"] is not None:
             module, error = item["missing"]
@@ -400,6 +410,38 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
 # what a read or stream task of the stomp source imports on an executor (the ones missing in this release skipped)
 WARM_MODULES = ("pyarrow", "fastframe.spark._source", "fastframe.spark._read", "fastframe.spark._stream_source",
                 "fastframe.spark._stream_read")  # fmt: skip
+
+
+def _sql_probe(spark: Any, count: int) -> List[Dict[str, Any]]:
+    """The probe's findings from ``count`` mapInArrow tasks, which then import what a task imports."""
+    import json
+
+    probe = _probe_function()
+    warm = WARM_MODULES
+
+    def in_arrow(batches: Any) -> Any:
+        import importlib
+        import json
+
+        import pyarrow  # type: ignore[import-untyped]
+
+        for _ in batches:
+            pass
+        found = next(probe(None))
+        if found["missing"] is None:
+            for name in warm:
+                try:
+                    importlib.import_module(name)
+                except ImportError:
+                    pass
+            try:
+                importlib.import_module("fastframe.spark._worker").freeze_worker_heap()
+            except (ImportError, AttributeError):
+                pass
+        yield pyarrow.RecordBatch.from_pydict({"seen": [json.dumps(found)]})
+
+    rows = spark.range(count, numPartitions=count).mapInArrow(in_arrow, "seen string").collect()
+    return [json.loads(row["seen"]) for row in rows]
 
 
 def warm_python_workers(spark: Any, tasks: Optional[int] = None) -> float:
