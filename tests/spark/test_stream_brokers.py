@@ -8,6 +8,7 @@ Parquet sink across a restart; availableNow; a stream truncated by retention und
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import subprocess
@@ -57,6 +58,20 @@ class StreamBroker(NamedTuple):
             for n in numbers:
                 body, headers = message(n)
                 await client.send(f"/amq/queue/{queue}", body, headers, receipt=n == last or n % 100 == 0)
+
+    async def _first_offset(self, queue: str) -> int:
+        async with aio.connect(HOST, self.port, timeout=30, **self.client_options) as client:
+            headers = {"x-stream-offset": "first", "prefetch-count": "1"}
+            sub = await client.subscribe(f"/amq/queue/{queue}", ack="client", headers=headers, timeout=30)
+            return int((await sub.get(timeout=10)).get("x-stream-offset"))
+
+    def wait_truncated(self, queue: str, past: int) -> None:
+        """Until the stream's first offset is past ``past`` (RabbitMQ's retention runs in the background)."""
+        for _ in range(40):
+            if run(self._first_offset(queue), timeout=30) > past:
+                return
+            run(asyncio.sleep(0.25))
+        raise AssertionError(f"retention never removed offset {past} of {queue}")
 
     def publish(self, queue: str, numbers: range, **arguments: str) -> None:
         """Declare the stream ``queue`` (if new, with ``arguments``) and publish ``message(n)`` for each n."""
@@ -144,6 +159,7 @@ def test_retention_under_the_query_fails_it(spark: Any, tmp_path: Path, broker: 
         check_rows(read_rows(spark, out), range(100))
         # while the query is stopped, far more than the retention keeps: its next offset is gone
         broker.publish(queue, range(100, 2100), **arguments)
+        broker.wait_truncated(queue, 100)
         with Query(spark, options, out, checkpoint) as query:
             with pytest.raises(Exception, match="failOnDataLoss"):
                 query.processAllAvailable()
