@@ -152,9 +152,8 @@ class Subscription:
     socket and reads again once half of it is consumed, so memory stays bounded. While a receipt is
     awaited reading goes on up to twice ``max_queue`` (the RECEIPT may come behind MESSAGEs); past
     that a receipt wait ends at its deadline: set the broker's prefetch to bound what it sends.
-    The bounds are exact: what the socket read that filled the queue brought past it waits in the
-    session, decoded (at most one read, 256 KiB), until reading resumes; when the connection ends
-    it is queued past the bound, so nothing read is lost.
+    Each bound holds to one socket read: the read that fills the queue is queued whole, so the
+    queue holds at most its bound plus the rest of that read (a read is at most 256 KiB).
     """
 
     def __init__(

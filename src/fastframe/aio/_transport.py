@@ -179,10 +179,6 @@ class ClientSession:
         self._ticker: Optional[asyncio.Task[None]] = None
         self._probing = False  # one read goes to _held while queues pause reading
         self._held = bytearray()  # what probes read, not yet decoded (at most _HELD_LIMIT)
-        # a queue paused reading in the middle of a read: the rest of its events wait here, as if
-        # still in the socket, so a queue holds exactly its bound (delivered first when reading resumes)
-        self._stalled = False
-        self._later: List[Any] = []
         self._releasing = False
         self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
         self._ending = False
@@ -311,15 +307,12 @@ class ClientSession:
         self._rest = None
         self.resume_reading(_RESTING)
 
-    def _dispatch(self, events: List[Any], stall: bool = True) -> None:
-        for index, event in enumerate(events):
+    def _dispatch(self, events: List[Any]) -> None:
+        for event in events:
             if self._frame_hook is not None:
                 self._frame_hook("in", getattr(event, "frame", None))  # (None: a heart-beat)
             if type(event) is Message:  # the everyday event first: the client routes it
                 self._on_message(event)
-                if self._stalled and stall and index + 1 < len(events):
-                    self._later = events[index + 1 :]  # (reading is paused: _apply_flow releases them)
-                    return
             elif isinstance(event, HeartbeatReceived):
                 continue
             elif isinstance(event, Connected):
@@ -338,7 +331,6 @@ class ClientSession:
             # (ConnectionClosed: the session ends in _lost)
 
     def _eof(self) -> None:
-        self._release_later(stall=False)  # the stream's end: what was read reaches its queues, past their bounds
         self._decode_held()
         if self.closed.done():
             return
@@ -453,16 +445,7 @@ class ClientSession:
         if transport is None or transport.is_closing():
             return
         paused = not self._closing_down and (any(self._pauses.values()) or (bool(self._pauses) and not self._receipts))
-        # a queue's pause stops dispatching too (a receipt wait lifts the soft ones, closing down all);
-        # (no Python-level call here: this runs after every read)
-        pauses = self._pauses
-        if not pauses or self._closing_down:
-            self._stalled = False
-        elif self._receipts:
-            self._stalled = True in pauses.values()  # a hard one
-        else:
-            self._stalled = len(pauses) > 1 or _RESTING not in pauses  # a queue's, not only the rest's
-        if (self._held or self._later) and not paused and not self._probing:
+        if self._held and not paused and not self._probing:
             # what probes read goes first, decoded on the next turn of the loop (its messages may
             # pause reading again), before the socket is read again
             if transport.is_reading():
@@ -508,22 +491,13 @@ class ClientSession:
 
     def _release_held(self) -> None:
         self._releasing = False
-        self._release_later()
-        if not self._later:
-            self._decode_held()
+        self._decode_held()
         self._apply_flow()
-
-    def _release_later(self, stall: bool = True) -> None:
-        # what a stalled read left, in order (it may stall again: the rest waits once more)
-        if self._later and not self.closed.done():
-            later, self._later = self._later, []
-            self._dispatch(later, stall)
 
     def _decode_held(self) -> None:
         # what probes read, through the usual path (before the stream's end or an abort too: the
         # complete messages in it reach their queues, nothing read is lost)
         if self._held and not self.closed.done():
-            self._release_later(stall=False)  # (read before these bytes: delivered first)
             data, self._held = bytes(self._held), bytearray()
             self._probing = False
             self._data(data)
@@ -608,9 +582,6 @@ class ClientSession:
     def _finish(self, cause: Optional[BaseException]) -> None:
         if self.closed.done():
             return
-        if self._later:  # the messages read before the end reach their queues, past their bounds
-            later, self._later = self._later, []
-            self._dispatch([event for event in later if type(event) is Message], stall=False)
         self.error = cause
         error = self._closed_error()
         waiters: List[asyncio.Future[Any]] = [self.connected, *self._receipts.values()]

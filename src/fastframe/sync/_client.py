@@ -483,7 +483,8 @@ def connect(
     the consumer's thread (wake-ups and the GIL passed), so longer rests between the reads of a
     stream save more here; a lone message and the answer to what the process just sent are still
     read at once. ``max_queue`` is 500 (the asyncio client's is 100; a subscription holds at most
-    1,000 messages, as ActiveMQ's clients prefetch 1,000), so what arrives during a rest crosses in
+    1,000 messages, as ActiveMQ's clients prefetch 1,000, plus the rest of one socket read: see
+    :attr:`Subscription.held`), so what arrives during a rest crosses in
     one hand-over. ``frame_hook`` and ``wire_hook`` run
     in the client's I/O thread: they must not block nor call the client. ``outbox``: how many calls
     nobody waits for (SEND, ACK without a receipt) may wait for the I/O thread before a caller blocks

@@ -8,10 +8,9 @@ from. A pump task on the loop moves messages from the first to the second in bat
 reading pauses, so memory stays bounded while a consumer sleeps: at most twice ``max_queue``
 messages per subscription, a quarter of ``max_queue`` on the loop (:func:`loop_share`), the rest
 here (a quarter more while a receipt is awaited, when the asyncio half reads on to twice its bound
-for the RECEIPT). These numbers hold exactly (``held``): when the asyncio half pauses reading in
-the middle of a socket read, the rest of that read waits in the session, decoded, until reading
-resumes (at most one read, 256 KiB). The larger thread half makes each wake-up of a pump waiting
-for room move more messages: every wake-up crosses threads.
+for the RECEIPT), plus the rest of the socket read that filled the asyncio half (a read is at
+most 256 KiB: the read is queued whole); ``held`` counts both halves. The larger thread half makes
+each wake-up of a pump waiting for room move more messages: every wake-up crosses threads.
 
 A consumer takes a queued message without the lock (a deque's popleft is atomic), and the pump
 hands a batch over without it too (a deque's extend of a list is atomic): a consumer that finds
@@ -213,7 +212,8 @@ class Subscription:
     @property
     def held(self) -> int:
         """How many messages the subscription holds, not yet taken: its queue here and its asyncio
-        half (at most twice ``max_queue``, plus a quarter of ``max_queue`` while a receipt is awaited)."""
+        half (at most twice ``max_queue``, plus a quarter of ``max_queue`` while a receipt is awaited,
+        plus the rest of the socket read that filled the asyncio half: at most 256 KiB)."""
         return len(self._queue) + len(self._inner)
 
     # ------------------------------------------------------------------ the loop's half
