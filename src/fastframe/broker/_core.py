@@ -503,13 +503,22 @@ class BrokerCore:
         if self.stored_bytes + size > self.max_stored_bytes:
             self.fail(session, "full", self.max_stored_bytes)
             return
-        message = _Published(log.destination, stored, body)
-        if len(stored) == 1:  # only the offset, which no version escapes: one tail for every version
+        # A stream keeps its messages: each keeps its MESSAGE tails, built now for every version (one
+        # object when they are equal, as they are without headers that need escaping), and not its body,
+        # which they hold: memory stays about what stored_bytes counts.
+        message = _Published(log.destination, stored, b"")
+        if len(stored) == 1:  # only the offset, which no version escapes
             if body:  # (message_tail's bytes, written out: a test holds them to it)
                 tail = b"x-stream-offset:%d\ncontent-length:%d\n\n%b\0" % (log.end, len(body), body)
             else:
                 tail = b"x-stream-offset:%d\n\n\0" % log.end
             message.tails = dict.fromkeys(("1.0", "1.1", "1.2"), (False, tail))
+        else:
+            built: List[Tuple[bool, bytes]] = []
+            for version in ("1.0", "1.1", "1.2"):
+                made = message_tail(version, stored, body)
+                message.tails[version] = next((known for known in built if known == made), made)
+                built.append(message.tails[version])
         self.stored_bytes += size
         self.stored_bytes -= self.streams.append(log, message, size, self.clock(), self._read)
 
