@@ -421,3 +421,10 @@ def test_the_stream_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert broker_streams.main(["--messages", "1000", "--only", "fastframe"]) == 0
     out = capsys.readouterr().out
     assert "| fastframe | live |" in out and "| fastframe | replay |" in out and "failed" not in out
+
+
+def test_a_chunk_ends_where_a_segment_does() -> None:
+    core = BrokerCore()
+    producer = declared(core, **{"x-stream-max-segment-size-bytes": "150"})
+    publish_chunk(core, producer, b"a" * 100, b"b" * 100, b"c" * 100)  # one read, three segments
+    assert offsets(consumer(core, "last").messages()) == [2]

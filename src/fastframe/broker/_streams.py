@@ -145,11 +145,13 @@ class StreamLog:
         """Write one message (its offset already in its headers); returns the bytes retention freed."""
         freed = 0
         segment = self.segments[-1]
+        rolled = False
         if segment.count and segment.size + size > self.segment_bytes:
             segment = _Segment()
             self.segments.append(segment)
             freed = self._retain(now)
-        if token is not self._chunk_token or token is None:
+            rolled = True  # (a chunk never spans two segments, as in RabbitMQ)
+        if rolled or token is not self._chunk_token or token is None:
             self._chunk += 1
             self._chunk_token = token
             self._last_chunk_start = self.end
