@@ -428,3 +428,19 @@ def test_a_chunk_ends_where_a_segment_does() -> None:
     producer = declared(core, **{"x-stream-max-segment-size-bytes": "150"})
     publish_chunk(core, producer, b"a" * 100, b"b" * 100, b"c" * 100)  # one read, three segments
     assert offsets(consumer(core, "last").messages()) == [2]
+
+
+def test_the_server_guides_pytest_example() -> None:
+    """The Streams section's example, run with a broker of :class:`fastframe.testing.TestBroker` (the
+    ``stomp_broker`` fixture's)."""
+    import re
+
+    from conftest import REPO
+    from fastframe.testing import TestBroker
+
+    text = (REPO / "docs" / "guides" / "server.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if "stored_offset" in b]
+    namespace: Dict[str, Any] = {}
+    exec(compile(block, "server.md", "exec"), namespace)
+    with TestBroker() as broker:
+        namespace["test_a_reader_resumes_from_its_stored_offset"](broker)
