@@ -193,6 +193,14 @@ def test_what_rabbitmq_refuses() -> None:
                      "x-queue-type": "stream", "exclusive": "true"},
          "message": "precondition_failed",
          "body": "PRECONDITION_FAILED - invalid property 'exclusive-owner' for queue 'other' in vhost '/'"},
+        {"headers": {"id": "s", "destination": "/queue/other", "ack": "client", "prefetch-count": "1", **DECLARE,
+                     "x-max-length-bytes": "-5"},
+         "message": "precondition_failed",
+         "body": "PRECONDITION_FAILED - invalid arg 'x-max-length-bytes' for queue 'other' in vhost '/': "
+                 "{value_negative,-5}"},
+        {"headers": {"id": "s", "destination": "/queue/other", "ack": "client", "prefetch-count": "1", **DECLARE,
+                     "x-max-length-bytes": "x"},
+         "message": "Processing error", "body": "Processing error"},
     ]  # fmt: skip
     for case in cases:
         client = Client(core)

@@ -44,6 +44,7 @@ _ARGUMENTS = {
     "x-max-age": "longstr",
     "x-stream-max-segment-size-bytes": "long",
 }
+_INTEGER = re.compile(r"-?[0-9]+\Z")
 _AGE = re.compile(r"([0-9]+)([YMDhms])\Z")
 _AGE_UNITS = {"Y": 365 * 86400, "M": 30 * 86400, "D": 86400, "h": 3600, "m": 60, "s": 1}
 #: An error: (kind of :data:`fastframe.broker.ERRORS`, its arguments).
@@ -224,8 +225,14 @@ class Streams:
             if classic_exists:
                 return self.inequivalent(name, "x-queue-type", wanted, None)
             for key in ("x-max-length-bytes", "x-stream-max-segment-size-bytes"):
-                if key in arguments and not (arguments[key].isdigit() and int(arguments[key]) > 0):
-                    return "precondition", (f"invalid arg '{key}' for queue '{name}' in vhost '/': {arguments[key]}",)
+                value = arguments.get(key)
+                if value is None:
+                    continue
+                if not _INTEGER.match(value):
+                    return "processing", ()  # (RabbitMQ's answer to a value that is no number)
+                if int(value) < 0:
+                    return "precondition", (f"invalid arg '{key}' for queue '{name}' in vhost '/': "
+                                            f"{{value_negative,{int(value)}}}",)  # fmt: skip
             if "x-max-age" in arguments and parse_age(arguments["x-max-age"]) is None:
                 return "precondition", (f"invalid arg 'x-max-age' for queue '{name}' in vhost '/': "
                                         f"{arguments['x-max-age']}",)  # fmt: skip
