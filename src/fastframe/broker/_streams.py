@@ -219,20 +219,20 @@ class Streams:
             if wanted == "stream" and frame.get(header) == value:
                 prop = "exclusive-owner" if header == "exclusive" else "auto-delete"  # (durable:false is auto-delete)
                 return "precondition", (f"invalid property '{prop}' for queue '{name}' in vhost '/'",)
-        arguments = {key: frame.get(key) for key in _ARGUMENTS if frame.get(key) is not None}
+        arguments: Dict[str, str] = {key: frame.get(key) for key in _ARGUMENTS if frame.get(key) is not None}
         log = self.logs.get(name)
         if log is None:
             if classic_exists:
                 return self.inequivalent(name, "x-queue-type", wanted, None)
             for key in ("x-max-length-bytes", "x-stream-max-segment-size-bytes"):
-                value = arguments.get(key)
-                if value is None:
+                size = arguments.get(key)
+                if size is None:
                     continue
-                if not _INTEGER.match(value):
+                if not _INTEGER.match(size):
                     return "processing", ()  # (RabbitMQ's answer to a value that is no number)
-                if int(value) < 0:
+                if int(size) < 0:
                     return "precondition", (f"invalid arg '{key}' for queue '{name}' in vhost '/': "
-                                            f"{{value_negative,{int(value)}}}",)  # fmt: skip
+                                            f"{{value_negative,{int(size)}}}",)  # fmt: skip
             if "x-max-age" in arguments and parse_age(arguments["x-max-age"]) is None:
                 return "precondition", (f"invalid arg 'x-max-age' for queue '{name}' in vhost '/': "
                                         f"{arguments['x-max-age']}",)  # fmt: skip
