@@ -88,10 +88,7 @@ def broker(request: pytest.FixtureRequest) -> Iterator[StreamBroker]:
         return
     from fastframe.testing import TestBroker
 
-    with TestBroker() as testing:
-        # consume=stream checks that CONNECTED's server is RabbitMQ's (src/fastframe/spark/_stream_read.py,
-        # check_rabbitmq); the emulation says so until that check knows the in-memory broker
-        testing.core.server = "RabbitMQ/3.10.8 (fastframe in-memory broker)"
+    with TestBroker() as testing:  # (its CONNECTED says fastframe/VERSION, which consume=stream accepts)
         yield StreamBroker("fastframe", testing.port, {}, testing)
 
 

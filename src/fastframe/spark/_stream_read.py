@@ -52,7 +52,8 @@ def _subscribe_error(exc: aio.ServerError, destination: str, consume: str) -> Br
 
 def check_rabbitmq(broker: BrokerConnection) -> None:
     server = broker.server
-    if not server.lower().startswith("rabbitmq"):
+    # RabbitMQ, or fastframe's in-memory broker, which emulates RabbitMQ's stream queues
+    if not server.lower().startswith(("rabbitmq", "fastframe/")):
         raise BrokerError(
             f"consume=stream reads RabbitMQ stream queues, but the broker at {broker.connection.describe()} is "
             f"{server or 'another broker'}: use consume=ack"
