@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Tuple
 
 import pytest
 
+from _extras import require
 from conftest import REPO
 
 DOCS = REPO / "docs"
@@ -55,6 +56,8 @@ def test_the_site_has_pages_and_examples() -> None:
     "path, index, block", BLOCKS, ids=[f"{p.relative_to(DOCS).as_posix()}:{i + 1}" for p, i, _ in BLOCKS]
 )
 def test_example_runs(path: Path, index: int, block: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if re.search(r"wss?://|ws_port|fastframe\.websocket", block):
+        require("websockets", "ws")  # (a wheel tested with the test extra only has no WebSocket)
     monkeypatch.chdir(tmp_path)
     code = compile(block, f"{path.relative_to(REPO)} python block {index + 1}", "exec")
     exec(code, {"__name__": "__docs__"})

@@ -184,4 +184,7 @@ class FakeServer:
             if not task.done():
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        # each socket closed before the loop ends (a transport still closing is a ResourceWarning at exit)
+        closing = [asyncio.wait_for(peer.writer.wait_closed(), 5) for peer in self.peers]
+        await asyncio.gather(*closing, return_exceptions=True)
         await asyncio.wait_for(self._server.wait_closed(), 5)
