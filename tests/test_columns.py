@@ -230,6 +230,9 @@ def test_options_and_errors_are_the_decoders(codec: ModuleType) -> None:
 def test_no_heartbeat_events(codec: ModuleType) -> None:
     with pytest.raises(ValueError, match="heart-beat"):
         codec.ColumnDecoder(heartbeat_events=True)
+    # Arrow string columns hold UTF-8: bytes that are not cannot be kept
+    with pytest.raises(ValueError, match="keep_invalid_utf8"):
+        codec.ColumnDecoder(keep_invalid_utf8=True)
     with pytest.raises(TypeError):
         codec.ColumnDecoder(no_such_option=1)
 

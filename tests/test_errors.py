@@ -669,6 +669,26 @@ def test_allow_missing_colon(codec: ModuleType) -> None:
     assert type(fail(codec, b"SEND\n:x\n\n\0", allow_missing_colon=True)) is HeaderLineError
 
 
+def test_keep_invalid_utf8(codec: ModuleType) -> None:
+    # RabbitMQ passes on header bytes that are not UTF-8: an error by default, kept as surrogates on request
+    data = b"MESSAGE\ndestination:/q\nx-bad:a\xffb\xc3\\n\nn\xe9:v\n\n\0"
+    err = fail(codec, data)
+    assert (type(err), err.offset, err.reason) == (HeaderLineError, 30, "invalid UTF-8 in header line")
+    (frame,) = ok(codec, data, keep_invalid_utf8=True)
+    # escapes are still decoded; each byte that is not UTF-8 is one surrogate (Python's surrogateescape)
+    assert frame.headers == (("destination", "/q"), ("x-bad", "a\udcffb\udcc3\n"), ("n\udce9", "v"))
+    assert frame.get("x-bad").encode("utf-8", "surrogateescape") == b"a\xffb\xc3\n"  # the raw bytes, unescaped
+    # the rest of the line is still checked; the command stays UTF-8
+    assert type(fail(codec, b"SEND\nx:\xff\\t\n\n\0", keep_invalid_utf8=True)) is InvalidEscapeError
+    assert fail(codec, b"SEND\nx:\xff\0\n\n\0", keep_invalid_utf8=True).offset == 8
+    assert type(fail(codec, b"SE\xffND\n\n\0", keep_invalid_utf8=True)) is CommandError
+    # CONNECT's headers are not unescaped: kept as they come
+    (frame,) = ok(codec, b"CONNECT\nlogin:\xfe\\n\n\n\0", keep_invalid_utf8=True)
+    assert frame.get("login") == "\udcfe\\n"
+    with pytest.raises(TypeError, match="keep_invalid_utf8"):
+        codec.Decoder(keep_invalid_utf8="yes")
+
+
 @pytest.mark.parametrize("command", [b"CONNECT", b"STOMP", b"CONNECTED"])
 def test_connect_frames_never_unescaped(codec: ModuleType, command: bytes) -> None:
     data = command + b"\nlogin:a\\tb\\nc\npasscode:x:y:z\n\n\0"

@@ -153,6 +153,7 @@ _flags = {
     "strict": st.booleans(),
     "escapes": st.sampled_from(["1.0", "1.1", "1.2"]),
     "keep_undefined_escapes": st.booleans(),
+    "keep_invalid_utf8": st.booleans(),
     "allow_missing_colon": st.booleans(),
     "allow_colon_in_value": st.booleans(),
     "allow_bare_cr": st.booleans(),

@@ -92,6 +92,7 @@ from ._frames import body_bytes, encode_error, normalize_headers
 from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
+    NO_INVALID_UTF8,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,

@@ -53,6 +53,7 @@ from ._frames import body_bytes, body_repr, encode_error, first_wins_map, normal
 from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
+    NO_INVALID_UTF8,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,
@@ -295,6 +296,8 @@ class Decoder:
         self._colon_ok = opts.allow_colon_in_value
         self._bare_cr_ok = opts.allow_bare_cr
         self._missing_colon_ok = opts.allow_missing_colon
+        # how header bytes that are not UTF-8 decode: an error (header_problem says where), or kept
+        self._utf8_errors = "surrogateescape" if opts.keep_invalid_utf8 else "strict"
         self._max_count = opts.max_header_count
         self._max_line = opts.max_line_length
         self._max_body = opts.max_body_size
@@ -665,8 +668,8 @@ class Decoder:
             if not escaped or self._colon_ok or line.find(b":", colon + 1) < 0:
                 value_b = line[colon + 1 :]
                 try:
-                    name = line[:colon].decode("utf-8")
-                    value = value_b.decode("utf-8")
+                    name = line[:colon].decode("utf-8", self._utf8_errors)
+                    value = value_b.decode("utf-8", self._utf8_errors)
                     if escaped and self._unescape is not None and b"\\" in line:
                         name = self._unescape(name)
                         value = self._unescape(value)
@@ -687,12 +690,13 @@ class Decoder:
             bare_cr_ok=self._bare_cr_ok,
             missing_colon_ok=self._missing_colon_ok,
             content_length_max=self._max_body if first_length else -1,
+            invalid_utf8_ok=self._utf8_errors != "strict",
         )
         if problem is not None:
             self._fail(problem[1], problem[2], line_start + problem[0], self._frame_start, problem[3])
         name_b, _, value_b = line.partition(b":")
-        name = name_b.decode("utf-8")
-        value = value_b.decode("utf-8")
+        name = name_b.decode("utf-8", self._utf8_errors)
+        value = value_b.decode("utf-8", self._utf8_errors)
         if escaped and self._unescape is not None:
             name = self._unescape(name)
             value = self._unescape(value)
@@ -1030,6 +1034,8 @@ class ColumnDecoder(Decoder):
         super().__init__(version, **options)
         if self._events:
             raise ValueError(NO_HEARTBEAT_EVENTS)
+        if self.options.keep_invalid_utf8:
+            raise ValueError(NO_INVALID_UTF8)
 
     def reset(self) -> None:
         """Forget everything: buffered bytes, rows not taken, counters, a pending error."""

@@ -20,6 +20,8 @@ cdef class ColumnDecoder(Decoder):
         Decoder.__init__(self, version, **options)
         if self.events:
             raise ValueError(NO_HEARTBEAT_EVENTS)
+        if self.utf8_errors != NULL:
+            raise ValueError(NO_INVALID_UTF8)
 
     def reset(self):
         """Forget everything: buffered bytes, rows not taken, counters, a pending error."""

@@ -25,6 +25,7 @@ cdef class Decoder:
     cdef readonly Py_ssize_t heartbeats
     # options, unpacked
     cdef bint strict, colon_ok, bare_cr_ok, missing_colon_ok, keep_undefined, events
+    cdef const char *utf8_errors  # NULL (strict: an error), or "surrogateescape" (keep_invalid_utf8)
     cdef int escape_set  # the escape tables' index, -1 for STOMP 1.0 (none)
     cdef object escape_letters  # bytes, or None when undefined escapes are not checked
     cdef object commands  # frozenset: commands of the version (strict mode)
@@ -128,6 +129,9 @@ cdef class Decoder:
         self.bare_cr_ok = opts.allow_bare_cr
         self.missing_colon_ok = opts.allow_missing_colon
         self.keep_undefined = opts.keep_undefined_escapes
+        self.utf8_errors = NULL
+        if opts.keep_invalid_utf8:
+            self.utf8_errors = "surrogateescape"  # a C string literal: static, never freed
         self.max_count = opts.max_header_count
         self.max_line = opts.max_line_length
         self.max_body = opts.max_body_size

@@ -73,6 +73,7 @@ def header_problem(
     bare_cr_ok: bool,
     missing_colon_ok: bool,
     content_length_max: int,
+    invalid_utf8_ok: bool = False,
 ) -> Optional[Problem]:
     """The first problem of a header line (without its EOL), or None.
 
@@ -80,7 +81,9 @@ def header_problem(
     when the line is not unescaped (STOMP 1.0, CONNECT/CONNECTED frames, or
     undefined escapes kept); ``colon_ok`` says whether ':' may appear in the
     value; ``content_length_max`` is -1 unless this line, if it is a
-    content-length header, is the first one (then: max_body_size).
+    content-length header, is the first one (then: max_body_size);
+    ``invalid_utf8_ok`` says whether bytes that are not UTF-8 are kept
+    (``keep_invalid_utf8``).
     """
     problems: List[Tuple[int, int, type, str, str]] = []
 
@@ -94,10 +97,11 @@ def header_problem(
         i = line.find(b"\r")
         if i >= 0:
             problem(i, HeaderLineError, "CR in header line")
-    try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        problem(exc.start, HeaderLineError, "invalid UTF-8 in header line")
+    if not invalid_utf8_ok:
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem(exc.start, HeaderLineError, "invalid UTF-8 in header line")
     colon = line.find(b":")
     if colon < 0:
         if not missing_colon_ok:

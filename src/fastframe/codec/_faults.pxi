@@ -60,6 +60,7 @@ cdef int _diagnose(Decoder self, const unsigned char *b, Py_ssize_t line_start, 
         bare_cr_ok=self.bare_cr_ok,
         missing_colon_ok=self.missing_colon_ok,
         content_length_max=self.max_body if self.content_length < 0 else -1,
+        invalid_utf8_ok=self.utf8_errors != NULL,
     )
     if problem is None:
         raise RuntimeError(f"fastframe twins disagree about header line {line!r}")  # a bug

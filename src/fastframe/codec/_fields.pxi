@@ -60,7 +60,7 @@ cdef object _field(Decoder self, const unsigned char *p, Py_ssize_t size, bint b
         text = _unescape(self, p, size, high)
     elif high:
         try:
-            text = PyUnicode_DecodeUTF8(<char *>p, size, NULL)
+            text = PyUnicode_DecodeUTF8(<char *>p, size, self.utf8_errors)
         except UnicodeDecodeError:
             return None
     else:
@@ -92,7 +92,7 @@ cdef object _unescape(Decoder self, const unsigned char *p, Py_ssize_t size, bin
     if not high:
         return _ascii(<const unsigned char *>out, n)
     try:
-        return PyUnicode_DecodeUTF8(out, n, NULL)
+        return PyUnicode_DecodeUTF8(out, n, self.utf8_errors)
     except UnicodeDecodeError:
         return None
 

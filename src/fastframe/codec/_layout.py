@@ -19,6 +19,10 @@ ROW_TOO_LARGE = "one frame holds more than 2 GiB: it does not fit an Arrow colum
 NO_HEARTBEAT_EVENTS = (
     "ColumnDecoder has no heart-beat events (its rows are frames); its heartbeats attribute counts them"
 )
+NO_INVALID_UTF8 = (
+    "ColumnDecoder cannot keep invalid UTF-8 (Arrow string columns hold UTF-8): "
+    "decode such frames with Decoder(keep_invalid_utf8=True)"
+)
 
 
 class Columns(NamedTuple):

@@ -24,6 +24,7 @@ class DecoderOptions(NamedTuple):
     allow_bare_cr: bool
     allow_missing_colon: bool
     keep_undefined_escapes: bool
+    keep_invalid_utf8: bool  # header bytes that are not UTF-8 become surrogates (surrogateescape)
     max_header_count: int
     max_line_length: int
     max_body_size: int
@@ -69,6 +70,7 @@ def decoder_options(
     allow_bare_cr: Optional[bool] = None,
     allow_missing_colon: bool = False,
     keep_undefined_escapes: bool = False,
+    keep_invalid_utf8: bool = False,
     max_header_count: int = DEFAULT_MAX_HEADER_COUNT,
     max_line_length: int = DEFAULT_MAX_LINE_LENGTH,
     max_body_size: int = DEFAULT_MAX_BODY_SIZE,
@@ -89,6 +91,7 @@ def decoder_options(
         allow_bare_cr=lenient if allow_bare_cr is None else _check_flag("allow_bare_cr", allow_bare_cr),
         allow_missing_colon=_check_flag("allow_missing_colon", allow_missing_colon),
         keep_undefined_escapes=_check_flag("keep_undefined_escapes", keep_undefined_escapes),
+        keep_invalid_utf8=_check_flag("keep_invalid_utf8", keep_invalid_utf8),
         max_header_count=_check_limit("max_header_count", max_header_count, 0),
         max_line_length=_check_limit("max_line_length", max_line_length, 1),
         max_body_size=_check_limit("max_body_size", max_body_size, 0),
