@@ -339,6 +339,19 @@ class TestBroker:
         timeouts and what it does with a receipt that comes after its wait ended."""
         self._run(lambda: setattr(self, "receipt_delay", float(seconds)))
 
+    def hold(self, destination: str) -> None:
+        """Hold the deliveries of ``destination`` (``/queue/NAME`` or ``/topic/NAME``): what is sent
+        there is accepted, and its RECEIPT sent, but reaches no subscriber until :meth:`release` (a
+        queue keeps it; a topic keeps a copy for each subscription present when it was sent). Exercises
+        a consumer's receive timeouts and a requester's reply timeout while the broker is up and well,
+        then what it does with messages that arrive late."""
+        self._run(lambda: self.core.hold(destination))
+
+    def release(self, destination: str) -> None:
+        """Deliver what :meth:`hold` kept for ``destination``, in order (expired ones excepted), and its
+        messages as they come from now on."""
+        self._run(lambda: self.core.release(destination))
+
     @property
     def connections(self) -> int:
         """How many clients are connected."""

@@ -102,14 +102,18 @@ class SessionHandle(Protocol):
 class _Published:
     """One SEND's content: what every delivery of it shares."""
 
-    __slots__ = ("destination", "headers", "body", "tails")
+    __slots__ = ("destination", "headers", "body", "tails", "expires", "deliveries")
 
-    def __init__(self, destination: str, headers: Headers, body: bytes) -> None:
+    def __init__(self, destination: str, headers: Headers, body: bytes, expires: Optional[float] = None) -> None:
         self.destination = destination
         self.headers = headers
         self.body = body
         #: version -> the encoded frame after the per-delivery headers, built once per version
         self.tails: Dict[str, Tuple[bool, bytes]] = {}  # escape set -> (1.2 escapes needed, bytes)
+        #: when it expires, in ms since the epoch (``None``: never)
+        self.expires = expires
+        #: how often a queue delivered it to an acknowledging subscription (its redeliveries' count)
+        self.deliveries = 0
 
 
 def held_size(headers: Sequence[Tuple[str, str]], body: bytes) -> int:
@@ -118,13 +122,17 @@ def held_size(headers: Sequence[Tuple[str, str]], body: bytes) -> int:
 
 
 class _Subscription:
-    __slots__ = ("session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2", "ack_header")
+    __slots__ = (
+        "session", "id", "destination", "ack", "unacked", "escapes", "prefix", "prefix_1_2", "ack_header", "prefetch"
+    )  # fmt: skip
 
     def __init__(self, session: Session, sub_id: str, destination: str, ack: str, named: bool) -> None:
         self.session = session
         self.id = sub_id
         self.destination = destination
         self.ack = ack
+        #: at most this many unacknowledged deliveries of a queue at once (0: no bound)
+        self.prefetch = 0
         #: ack id -> message, in delivery order (cumulative ACK walks it from the front)
         self.unacked: Dict[str, _Published] = {}
         # 1.0 subscriptions without an id get no subscription header (as RabbitMQ does)
@@ -176,12 +184,52 @@ class Session:
 
 
 class _Queue:
-    __slots__ = ("messages", "consumers", "next")
+    __slots__ = ("messages", "consumers", "next", "ttl", "dead_letter", "delivery_limit", "held", "special")
 
-    def __init__(self) -> None:
+    def __init__(self, held: bool) -> None:
         self.messages: Deque[Tuple[_Published, bool]] = collections.deque()  # (message, redelivered)
         self.consumers: List[_Subscription] = []
         self.next = 0
+        #: the arguments a SUBSCRIBE declared it with (RabbitMQ's): ``x-message-ttl`` in ms, where
+        #: ``x-dead-letter-exchange`` and ``-routing-key`` send its dead letters, ``x-delivery-limit``
+        self.ttl: Optional[int] = None
+        self.dead_letter: Optional[str] = None
+        self.delivery_limit: Optional[int] = None
+        #: whether its deliveries are held (:meth:`BrokerCore.hold`)
+        self.held = held
+        #: whether a SEND to it takes the general path (held, a TTL, or a consumer with a prefetch)
+        self.special = held
+
+    def restyle(self) -> None:
+        """Recompute :attr:`special` after the queue or its consumers changed."""
+        self.special = self.held or self.ttl is not None or any(sub.prefetch for sub in self.consumers)
+
+    @property
+    def declared(self) -> bool:
+        """Whether it has arguments, which keep it (empty and unused) as a declared queue is kept."""
+        return self.ttl is not None or self.dead_letter is not None or self.delivery_limit is not None
+
+
+def _count(*values: Optional[str]) -> Optional[int]:
+    """The first of ``values`` that is a whole number (a header's), ``None`` when none is."""
+    for value in values:
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def _declare(queue: _Queue, frame: Any) -> None:
+    """The queue arguments of a SUBSCRIBE (RabbitMQ's), for a queue that has none of each yet:
+    ``x-message-ttl`` (ms), ``x-delivery-limit``, and ``x-dead-letter-exchange`` with
+    ``x-dead-letter-routing-key`` (the default exchange ``""``: ``/queue/KEY``; ``amq.topic``:
+    ``/topic/KEY``; any other exchange, or no key, drops dead letters)."""
+    if queue.ttl is None:
+        queue.ttl = _count(frame.get("x-message-ttl"))
+    if queue.delivery_limit is None:
+        queue.delivery_limit = _count(frame.get("x-delivery-limit"))
+    exchange, key = frame.get("x-dead-letter-exchange"), frame.get("x-dead-letter-routing-key")
+    if queue.dead_letter is None and key and exchange in ("", "amq.topic"):
+        queue.dead_letter = ("/queue/" if exchange == "" else "/topic/") + key
 
 
 class BrokerCore:
@@ -196,7 +244,15 @@ class BrokerCore:
         max_transactions: transactions one connection may have open at once.
         max_subscriptions: subscriptions one connection may hold at once.
         server: the ``server`` header of CONNECTED.
-        clock: seconds since the epoch, for stream queues' ``x-max-age`` and ``timestamp=`` offsets.
+        clock: seconds since the epoch, for stream queues' ``x-max-age`` and ``timestamp=`` offsets and for
+            message expiry.
+        dead_letter: where a queue's dead letters go (``/queue/NAME`` or ``/topic/NAME``; ActiveMQ's is
+            ``/queue/ActiveMQ.DLQ``) when the queue was not declared with a dead-letter exchange of its
+            own; ``None`` (the default) drops them, as RabbitMQ does.
+        max_redeliveries: how often a queue redelivers a message NACKed or left unacknowledged before it
+            dead-letters it instead (``0``: at the first NACK, as ActiveMQ does over STOMP); ``None``
+            (the default) redelivers without end, as RabbitMQ's classic queues do. A SUBSCRIBE's
+            ``x-delivery-limit`` sets it for its queue.
 
     A queue that is empty and has no subscriber is forgotten, so memory returns to its baseline when
     clients leave.
@@ -212,6 +268,8 @@ class BrokerCore:
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         server: str = f"fastframe/{fastframe.__version__}",
         clock: Callable[[], float] = time.time,
+        dead_letter: Optional[str] = None,
+        max_redeliveries: Optional[int] = None,
     ) -> None:
         for name, limit in (
             ("max_stored_bytes", max_stored_bytes),
@@ -221,6 +279,18 @@ class BrokerCore:
         ):
             if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
                 raise ValueError(f"{name} must be an int >= 0, not {limit!r}")
+        if max_redeliveries is not None and (
+            isinstance(max_redeliveries, bool) or not isinstance(max_redeliveries, int) or max_redeliveries < 0
+        ):
+            raise ValueError(f"max_redeliveries must be None or an int >= 0, not {max_redeliveries!r}")
+        if dead_letter is not None and not (dead_letter.startswith(_PREFIXES) and len(dead_letter) > 7):
+            raise ValueError(f"dead_letter must be /queue/NAME or /topic/NAME, not {dead_letter!r}")
+        self.dead_letter = dead_letter
+        self.max_redeliveries = max_redeliveries
+        #: held destinations (:meth:`hold`): a topic's deliveries waiting, with their subscriptions
+        self.held: Dict[str, List[Tuple[_Subscription, _Published]]] = {}
+        #: queues that store messages with an expiry (what :meth:`expire` looks at)
+        self._expiring: Dict[str, None] = {}
         self.users = dict(users) if users is not None else None
         self.max_stored_bytes = max_stored_bytes
         self.max_transaction_bytes = max_transaction_bytes
@@ -351,7 +421,7 @@ class BrokerCore:
             self._read = None
 
     def _route_many(self, session: Session, frames: List[Any]) -> None:
-        queues, topics, dirty = self.queues, self.topics, self._dirty
+        queues, topics, dirty, held = self.queues, self.topics, self._dirty, self.held
         for frame in frames:
             if session.closed:
                 break
@@ -365,7 +435,13 @@ class BrokerCore:
             ):
                 destination: str = headers[0][1]
                 headers = ()
-            elif frame.get("transaction") is None and frame.get("receipt") is None and frame.get("reply-to") is None:
+            elif (
+                frame.get("transaction") is None
+                and frame.get("receipt") is None
+                and frame.get("reply-to") is None
+                and frame.get("expires") is None
+                and frame.get("expiration") is None
+            ):
                 destination = frame.get("destination")
                 headers = forwarded_headers(headers)
             else:
@@ -374,8 +450,8 @@ class BrokerCore:
             queue = queues.get(destination)  # only valid destinations are keys of queues and topics
             if queue is not None:
                 consumers = queue.consumers
-                if not consumers or queue.messages:
-                    self._receive_one(session, frame)  # stored, in order behind what is stored
+                if not consumers or queue.messages or queue.special:
+                    self._receive_one(session, frame)  # stored, in order behind what is stored; or held, ...
                     continue
                 index = queue.next if queue.next < len(consumers) else 0  # _next_consumer, inlined
                 queue.next = index + 1
@@ -395,7 +471,8 @@ class BrokerCore:
                 targets: Any = (sub,)
             else:
                 targets = topics.get(destination)
-                if targets is None:  # a new queue, a topic nobody listens to, a stream, or a mistake
+                if targets is None or (held and destination in held):  # a new queue, a held topic, a topic
+                    # nobody listens to, a stream, or a mistake
                     log = None
                     if self.streams.logs and destination is not None and destination.startswith(AMQ_QUEUE):
                         log = self.streams.logs.get(destination[len(AMQ_QUEUE) :])
@@ -478,7 +555,24 @@ class BrokerCore:
             destination = self._send_stream(session, frame, destination, headers)
             if destination is None:
                 return
-        self.publish(_Published(destination, headers, frame.body), session)
+        expires = None
+        if frame.get("expires") is not None or frame.get("expiration") is not None:
+            expires = self._expiry(frame)
+        self.publish(_Published(destination, headers, frame.body, expires), session)
+
+    def _expiry(self, frame: Any) -> Optional[float]:
+        """When a SEND's message expires, in ms since the epoch: its ``expires`` (ActiveMQ's: that time,
+        ``0`` never), its ``expiration`` (RabbitMQ's per-message TTL: ms from now), the earlier of the
+        two; ``None``: never (a value that is no number of ms is ignored)."""
+        deadline: Optional[float] = None
+        value = frame.get("expires")
+        if value is not None and value.isdigit() and int(value) > 0:
+            deadline = int(value)
+        value = frame.get("expiration")
+        if value is not None and value.isdigit():
+            at = self.clock() * 1000 + int(value)
+            deadline = at if deadline is None else min(deadline, at)
+        return deadline
 
     def _send_stream(self, session: Session, frame: Any, destination: str, headers: Headers) -> Optional[str]:
         """A SEND to ``/amq/queue/NAME`` or to a stream's ``/queue/NAME``: appended to the stream (or
@@ -534,27 +628,42 @@ class BrokerCore:
             sub = _Subscription(session, name, destination, "auto", True)
             session.subscriptions[name] = sub
             session.temp_queues[destination] = None
-            queue = self.queues.get(destination)
-            if queue is None:
-                queue = self.queues[destination] = _Queue()
+            queue = self._queue(destination)
             queue.consumers.append(sub)
         return destination
 
     def publish(self, message: _Published, sender: Optional[Session] = None) -> None:
-        """Route one message to its queue or to its topic's subscribers."""
+        """Route one message to its queue or to its topic's subscribers (an expired one is dropped or
+        dead-lettered instead; a held destination keeps it)."""
         destination = message.destination
         if destination[1] == "t":  # /topic/
+            if message.expires is not None and message.expires <= self.clock() * 1000:
+                return  # (a topic's expired message is dropped: nobody could have had it in time)
+            waiting = self.held.get(destination) if self.held else None
             for sub in self.topics.get(destination, ()):
-                self._deliver(sub, message, False)
+                if waiting is None:
+                    self._deliver(sub, message, False)
+                else:
+                    waiting.append((sub, message))
             return
         queue = self.queues.get(destination)
         if queue is None:
             if destination.startswith(TEMP_QUEUE_PREFIX):
                 return  # a temporary queue that ended with its session (a late reply): dropped
-            queue = self.queues[destination] = _Queue()
-        if queue.consumers and not queue.messages:
-            self._deliver(self._next_consumer(queue), message, False)
-            return
+            queue = self._queue(destination)
+        if queue.special or message.expires is not None:
+            now = self.clock() * 1000
+            if message.expires is not None and message.expires <= now:
+                self._dead_letter(message, "expired", queue)  # expired on arrival (ActiveMQ's ``expires``)
+                self._forget_if_unused(destination, queue)
+                return
+            if queue.ttl is not None and (message.expires is None or now + queue.ttl < message.expires):
+                message.expires = now + queue.ttl  # (0: for a consumer ready now only, as RabbitMQ)
+        if queue.consumers and not queue.messages and not queue.held:
+            taker = self._next_consumer(queue)
+            if taker is not None:
+                self._deliver(taker, message, False)
+                return
         size = held_size(message.headers, message.body)
         if self.stored_bytes + size > self.max_stored_bytes and sender is not None:
             self.fail(sender, "full", self.max_stored_bytes)
@@ -563,21 +672,133 @@ class BrokerCore:
             return
         queue.messages.append((message, False))
         self.stored_bytes += size
+        if message.expires is not None:
+            self._expiring[destination] = None
+
+    def _queue(self, destination: str) -> _Queue:
+        """The queue ``destination`` (made when new)."""
+        queue = self.queues.get(destination)
+        if queue is None:
+            queue = self.queues[destination] = _Queue(destination in self.held)
+        return queue
+
+    def _forget_if_unused(self, destination: str, queue: _Queue) -> None:
+        """Forget a queue nobody reads, that holds nothing and was declared with no arguments: a queue's
+        name is no memory once unused."""
+        if not queue.consumers and not queue.messages and not queue.declared and self.queues.get(destination) is queue:
+            del self.queues[destination]
 
     @staticmethod
-    def _next_consumer(queue: _Queue) -> _Subscription:
-        """The round robin: the queue's next consumer in turn (the one rule of who gets a message)."""
+    def _next_consumer(queue: _Queue) -> Optional[_Subscription]:
+        """The round robin: the queue's next consumer in turn that may take one more message (under
+        its prefetch), ``None`` when none may (the one rule of who gets a message)."""
         consumers = queue.consumers
-        index = queue.next if queue.next < len(consumers) else 0
-        queue.next = index + 1
-        return consumers[index]
+        count = len(consumers)
+        start = queue.next if queue.next < count else 0
+        for step in range(count):
+            index = start + step if start + step < count else start + step - count
+            sub = consumers[index]
+            if not sub.prefetch or len(sub.unacked) < sub.prefetch:
+                queue.next = index + 1
+                return sub
+        return None
 
     def _drain(self, queue: _Queue) -> None:
-        """Deliver what a queue holds while it has consumers."""
-        while queue.messages and queue.consumers:
-            message, redelivered = queue.messages.popleft()
+        """Deliver what a queue holds while it has consumers that may take it (not while it is held);
+        expired messages on the way are dropped or dead-lettered."""
+        if queue.held:
+            return
+        messages = queue.messages
+        while messages and queue.consumers:
+            message, redelivered = messages[0]
+            if message.expires is not None and message.expires <= self.clock() * 1000:
+                messages.popleft()
+                self.stored_bytes -= held_size(message.headers, message.body)
+                self._dead_letter(message, "expired", queue)
+                continue
+            sub = self._next_consumer(queue)
+            if sub is None:
+                return  # (every consumer has its prefetch's worth unacknowledged)
+            messages.popleft()
             self.stored_bytes -= held_size(message.headers, message.body)
-            self._deliver(self._next_consumer(queue), message, redelivered)
+            self._deliver(sub, message, redelivered)
+
+    def _dead_letter(self, message: _Published, reason: str, queue: Optional[_Queue]) -> None:
+        """A message that expired (``reason`` ``expired``), was NACKed with ``requeue:false``
+        (``rejected``) or ran out of redeliveries (``delivery_limit``): to its queue's dead-letter
+        destination, else the broker's, else dropped. It goes without ``expires`` and ``expiration``
+        and with ``x-first-death-reason``, ``x-first-death-queue`` (RabbitMQ's) and
+        ``original-destination`` (ActiveMQ's), those of its first death kept."""
+        target = queue.dead_letter if queue is not None and queue.dead_letter is not None else self.dead_letter
+        source = message.destination
+        if target is None or target == source or source[1] != "q":
+            return  # dropped (a topic's, or one that would come back where it died)
+        headers = tuple([item for item in message.headers if item[0] not in ("expires", "expiration")])
+        if not any(name == "x-first-death-reason" for name, _ in headers):
+            headers += (
+                ("x-first-death-reason", reason),
+                ("x-first-death-queue", source[len("/queue/") :]),
+                ("original-destination", source),
+            )
+        self.publish(_Published(target, headers, message.body))
+
+    def expire(self) -> int:
+        """Drop or dead-letter the queued messages whose time has come; how many. Expired messages are
+        never delivered whether this runs or not; the server calls it every 0.1 s so that they reach
+        a dead-letter queue while nobody reads the queue they expired in, as in both big brokers."""
+        if not self._expiring:
+            return 0
+        now = self.clock() * 1000
+        dead: List[Tuple[_Published, str, _Queue]] = []
+        for destination in list(self._expiring):
+            queue = self.queues.get(destination)
+            expiring = False
+            if queue is not None:
+                kept: Deque[Tuple[_Published, bool]] = collections.deque()
+                for item in queue.messages:
+                    expires = item[0].expires
+                    if expires is not None and expires <= now:
+                        dead.append((item[0], destination, queue))
+                    else:
+                        kept.append(item)
+                        expiring = expiring or expires is not None
+                queue.messages = kept
+            if not expiring:
+                del self._expiring[destination]
+        for message, destination, queue in dead:
+            self.stored_bytes -= held_size(message.headers, message.body)
+            self._dead_letter(message, "expired", queue)
+            self._forget_if_unused(destination, queue)
+        return len(dead)
+
+    # ------------------------------------------------------------------ held destinations
+
+    def hold(self, destination: str) -> None:
+        """Hold the deliveries of a queue or topic (``/queue/NAME``, ``/topic/NAME``): what is sent there
+        is accepted (and its receipt sent) but reaches nobody until :meth:`release`. A queue keeps it
+        stored; a topic keeps each copy for the subscriptions present when it was sent."""
+        if destination in self.held:
+            return
+        self.held[destination] = []
+        queue = self.queues.get(destination)
+        if queue is not None:
+            queue.held = True
+            queue.restyle()
+
+    def release(self, destination: str) -> None:
+        """Deliver what a held destination kept, in order, and its messages as they come again."""
+        waiting = self.held.pop(destination, None)
+        if waiting is None:
+            return
+        queue = self.queues.get(destination)
+        if queue is not None:
+            queue.held = False
+            queue.restyle()
+            self._drain(queue)
+        now = self.clock() * 1000
+        for sub, message in waiting:  # (a topic's copies, to the subscriptions still there)
+            if sub.session.subscriptions.get(sub.id) is sub and (message.expires is None or message.expires > now):
+                self._deliver(sub, message, False)
 
     def _deliver(self, sub: _Subscription, message: _Published, redelivered: bool) -> None:
         sub.session.handle.write(self._delivery(sub, message, redelivered))
@@ -617,6 +838,9 @@ class BrokerCore:
         sub.unacked[message_id] = message
         session.pending[message_id] = sub
         ack = b"ack:%d\n" % number if sub.ack_header else b""
+        if redelivered and message.deliveries and sub.destination[1] == "q":
+            ack += b"x-delivery-count:%d\n" % message.deliveries  # (RabbitMQ's quorum queues' header)
+        message.deliveries += 1
         return DELIVERY % (prefix, number, b"true" if redelivered else b"false", ack, tail)
 
     def _subscribe(self, session: Session, frame: Any) -> None:
@@ -651,10 +875,12 @@ class BrokerCore:
         if destination.startswith("/topic/"):
             self.topics.setdefault(destination, []).append(sub)
             return
-        queue = self.queues.get(destination)
-        if queue is None:
-            queue = self.queues[destination] = _Queue()
+        if ack != "auto":
+            sub.prefetch = _count(frame.get("prefetch-count"), frame.get("activemq.prefetchSize")) or 0
+        queue = self._queue(destination)
+        _declare(queue, frame)
         queue.consumers.append(sub)
+        queue.restyle()
         self._drain(queue)
 
     def _stream_of(self, session: Session, frame: Any, destination: str) -> Any:
@@ -713,17 +939,30 @@ class BrokerCore:
             return
         queue = self.queues[sub.destination]
         queue.consumers.remove(sub)
-        self._requeue(queue, list(sub.unacked.values()))
+        queue.restyle()
+        self._requeue(sub.destination, queue, list(sub.unacked.values()))
         sub.unacked.clear()
         self._drain(queue)
-        if not queue.consumers and not queue.messages:
-            del self.queues[sub.destination]  # forgotten: a queue's name is no memory once unused
+        self._forget_if_unused(sub.destination, queue)
 
-    def _requeue(self, queue: _Queue, messages: List[_Published]) -> None:
-        # back at the head, in their original order; stored again until a consumer takes them
+    def _requeue(self, destination: str, queue: _Queue, messages: List[_Published], reject: bool = False) -> None:
+        """Messages NACKed or left unacknowledged back at the head of their queue, in their original
+        order, stored again until a consumer takes them; dead-lettered instead when ``reject``
+        (``requeue:false``) or past the redelivery limit."""
+        limit = queue.delivery_limit if queue.delivery_limit is not None else self.max_redeliveries
+        if reject or limit is not None:
+            back = []
+            for message in messages:
+                if reject or message.deliveries > limit:  # type: ignore[operator]
+                    self._dead_letter(message, "rejected" if reject else "delivery_limit", queue)
+                else:
+                    back.append(message)
+            messages = back
         for message in reversed(messages):
             queue.messages.appendleft((message, True))
             self.stored_bytes += held_size(message.headers, message.body)
+            if message.expires is not None:
+                self._expiring[destination] = None
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -756,6 +995,10 @@ class BrokerCore:
             cursor = self.streams.cursors.get(sub) if self.streams.cursors else None
             if cursor is not None:
                 self.streams.pump(cursor)  # the credit the ACK gave back
+            elif sub.prefetch:
+                queue = self.queues.get(sub.destination)
+                if queue is not None:
+                    self._drain(queue)  # (room under the prefetch again)
 
     def _nack(self, session: Session, frame: Any) -> None:
         found = self._acked(session, frame)
@@ -770,12 +1013,13 @@ class BrokerCore:
         messages = [sub.unacked.pop(ack_id) for ack_id in ids]
         for ack_id in ids:
             del session.pending[ack_id]
+        reject = frame.get("requeue") == "false"  # RabbitMQ's: dead-lettered (or dropped), not redelivered
         if sub.destination.startswith("/topic/"):
-            for message in messages:  # a topic copy belongs to this subscription only
+            for message in [] if reject else messages:  # a topic copy belongs to this subscription only
                 self._after_receipt.append(lambda m=message: self._redeliver(sub, m))  # type: ignore[misc]
             return
         queue = self.queues[sub.destination]
-        self._requeue(queue, messages)
+        self._requeue(sub.destination, queue, messages, reject)
         self._after_receipt.append(lambda: self._drain(queue))
 
     def _redeliver(self, sub: _Subscription, message: _Published) -> None:

@@ -30,6 +30,12 @@ _positive_int = int_at_least(1)
 _count = int_at_least(0)
 
 
+def _destination(text: str) -> str:
+    if not text.startswith(("/queue/", "/topic/")) or len(text) < 8:
+        raise argparse.ArgumentTypeError(f"expected /queue/NAME or /topic/NAME, not {text!r}")
+    return text
+
+
 def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]]:
     """Add the codec's commands to an argparse subparsers object; return their handlers by name."""
     dec = commands.add_parser("decode", help="decode a frame stream and list its frames")
@@ -86,6 +92,11 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     )
     brk.add_argument("--max-transaction-bytes", type=_args.size, default=None, metavar="SIZE",
                      help="bytes one connection may hold in open transactions (default 16m)")  # fmt: skip
+    brk.add_argument("--dead-letter", type=_destination, default=None, metavar="DEST",
+                     help="where a queue's dead letters go, e.g. /queue/ActiveMQ.DLQ (default: dropped)")  # fmt: skip
+    brk.add_argument("--max-redeliveries", type=_count, default=None, metavar="N",
+                     help="redeliveries of a NACKed or unacknowledged message before it is dead-lettered "
+                     "(0: at the first NACK, as ActiveMQ; default: without end, as RabbitMQ)")  # fmt: skip
     _args.add_credential_arguments(brk)
     return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
@@ -244,7 +255,7 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     options: Dict[str, Any] = {}
     if args.ws_port is not None:
         options["ws_port"] = args.ws_port
-    for limit in ("max_stored_bytes", "max_transaction_bytes"):
+    for limit in ("max_stored_bytes", "max_transaction_bytes", "dead_letter", "max_redeliveries"):
         if getattr(args, limit) is not None:
             options[limit] = getattr(args, limit)
     archive = None

@@ -25,6 +25,9 @@ from ._signals import stop_on_signals
 
 __all__ = ["Broker", "BrokerHandler", "run_broker"]
 
+#: Seconds between the served broker's looks for expired messages (:meth:`BrokerCore.expire`).
+EXPIRY_INTERVAL = 0.1
+
 
 class BrokerHandler:
     """Connects :func:`serve`'s callbacks to a :class:`fastframe.broker.BrokerCore`: a session per
@@ -58,6 +61,10 @@ class Broker:
             and in open transactions, all connections together (64 MiB).
         max_transaction_bytes, max_transactions, max_subscriptions: per connection, the bytes held in
             its open transactions (16 MiB), the transactions open (100), the subscriptions (10,000).
+        dead_letter: where a queue's dead letters (expired, NACKed with ``requeue:false``, past
+            ``max_redeliveries``) go, e.g. ``/queue/ActiveMQ.DLQ``; ``None``: dropped.
+        max_redeliveries: redeliveries of a NACKed or unacknowledged message before it is
+            dead-lettered (``None``: without end). See :class:`fastframe.broker.BrokerCore`.
         ssl: an ``ssl.SSLContext`` to serve TLS.
         decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
         **server_options: the options of :func:`fastframe.server.serve` (timeouts, heart-beats, bounds).
@@ -73,6 +80,8 @@ class Broker:
         max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES,
         max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
+        dead_letter: Optional[str] = None,
+        max_redeliveries: Optional[int] = None,
         ssl: Optional[_ssl.SSLContext] = None,
         decoder_options: Optional[Mapping[str, Any]] = None,
         **server_options: Any,
@@ -85,8 +94,11 @@ class Broker:
             max_transaction_bytes=max_transaction_bytes,
             max_transactions=max_transactions,
             max_subscriptions=max_subscriptions,
+            dead_letter=dead_letter,
+            max_redeliveries=max_redeliveries,
         )
         self._ssl = ssl
+        self._expiry: Optional[asyncio.Task[None]] = None
         self._decoder_options = decoder_options
         self._server_options: Dict[str, Any] = server_options
         self.server: Optional[Server] = None
@@ -115,9 +127,19 @@ class Broker:
             decoder_options=self._decoder_options,
             **self._server_options,
         )
+        self._expiry = asyncio.get_running_loop().create_task(self._expire())
+
+    async def _expire(self) -> None:
+        """Expired messages leave their queues (for the dead-letter queue) within ``EXPIRY_INTERVAL``."""
+        while True:
+            await asyncio.sleep(EXPIRY_INTERVAL)
+            self.core.expire()  # (nothing to do, and no work, unless a queue holds messages that expire)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Stop listening, tell the clients, and wait up to ``timeout`` s for them to go."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
         if self.server is not None:
             await self.server.close(timeout)
 
