@@ -127,6 +127,24 @@ def drain(broker: str, destination: str, quiet: float = 2.0, headers: Optional[D
     return run(_drain(broker, destination, quiet, headers), timeout=300)
 
 
+def publish_raw(port: int, destination: str, values: List[bytes]) -> None:
+    """SENDs written byte for byte, ``x-value`` set to each of ``values`` (a header value that is not UTF-8
+    cannot go through the client, whose encoder refuses it), each confirmed by its RECEIPT."""
+    import socket
+
+    with socket.create_connection((HOST, port), timeout=10) as sock:
+        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
+        assert sock.recv(4096).startswith(b"CONNECTED")
+        for n, value in enumerate(values):
+            head = b"SEND\ndestination:%s\nn:%d\nx-value:%s\nreceipt:r%d\n\n" % (destination.encode(), n, value, n)
+            sock.sendall(head + b"body%d\x00" % n)
+        received = b""
+        while received.count(b"RECEIPT") < len(values):
+            chunk = sock.recv(4096)
+            assert chunk, received
+            received += chunk
+
+
 def read_rows(spark: Any, out: Path) -> List[Any]:
     """The rows a checkpointed Parquet sink committed (Spark reads its _spark_metadata log)."""
     if not out.exists():

@@ -28,6 +28,7 @@ from .stream_helpers import (
     check_rows,
     delete_streams,  # noqa: F401  (deletes the streams a session declared)
     message,
+    publish_raw,
     read_rows,
     require_broker,
     run,
@@ -88,7 +89,10 @@ def broker(request: pytest.FixtureRequest) -> Iterator[StreamBroker]:
         return
     from fastframe.testing import TestBroker
 
-    with TestBroker() as testing:  # (its CONNECTED says fastframe/VERSION, which consume=stream accepts)
+    # (its CONNECTED says fastframe/VERSION, which consume=stream accepts; it keeps header bytes that are not
+    # UTF-8 as RabbitMQ does, and its log, which decodes strictly, is off)
+    options = {"logging": False, "decoder_options": {"keep_invalid_utf8": True}}
+    with TestBroker(**options) as testing:
         yield StreamBroker("fastframe", testing.port, {}, testing)
 
 
@@ -123,6 +127,23 @@ def test_available_now_from_latest_reads_only_what_came_after(spark: Any, tmp_pa
     with Query(spark, options, out, checkpoint, availableNow=True) as query:
         assert query.awaitTermination(120)
     check_rows(read_rows(spark, out), range(200, 300))
+
+
+def test_a_poison_message_is_a_row_and_the_query_goes_on(spark: Any, tmp_path: Path, broker: StreamBroker) -> None:
+    """A header value that is not UTF-8, sent raw (RabbitMQ passes it on): a row with error_code and the exact
+    bytes, and the messages after it are read too."""
+    queue = new_stream("streams-poison")
+    broker.publish(queue, range(0))  # declares the stream
+    publish_raw(broker.port, f"/amq/queue/{queue}", [b"ok", b"a\xffb\xc3", b"ok"])
+    out, checkpoint = tmp_path / "out", tmp_path / "checkpoint"
+    with Query(spark, broker.options(f"/queue/{queue}"), out, checkpoint, availableNow=True) as query:
+        assert query.awaitTermination(120)
+    rows = spark.read.parquet(str(out)).orderBy("offset").collect()
+    assert [bytes(row["body"]) for row in rows] == [b"body0", b"body1", b"body2"]
+    assert [row["error_code"] for row in rows] == [None, "invalid-utf8", None]
+    poison = rows[1]
+    assert b"x-value:a\xffb\xc3\n" in bytes(poison["raw_headers"]) and "'x-value'" in poison["error_reason"]
+    assert poison["header_map"]["x-value"] == "a\ufffdb\ufffd" and poison["header_map"]["n"] == "1"
 
 
 def _small_segments(broker: StreamBroker, queue: str) -> Dict[str, str]:

@@ -16,12 +16,12 @@ from fastframe.spark._stream_source import AckQueueReader, StreamQueueReader, st
 
 from .stream_helpers import (
     BROKERS,
-    HOST,
     RABBIT,
     declare_stream,
     delete_streams,  # noqa: F401  (deletes the streams a session declared)
     new_queue,
     publish_queue,
+    publish_raw,
     require_broker,
 )
 from .stream_helpers import source_options as live_options
@@ -224,45 +224,33 @@ def test_a_bad_option_fails_at_load(spark: Any) -> None:
         reader.load()
 
 
-def _publish_raw(destination: str, headers: list) -> None:
-    """SENDs written byte for byte (a header value that is not UTF-8 cannot go through the client)."""
-    import socket
-
-    with socket.create_connection((HOST, RABBIT.port), timeout=10) as sock:
-        sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\nlogin:guest\npasscode:guest\n\n\x00")
-        assert sock.recv(4096).startswith(b"CONNECTED")
-        for n, value in enumerate(headers):
-            frame = b"SEND\ndestination:%s\nn:%d\nx-value:%s\nreceipt:r%d\n\nbody%d\x00" % (
-                destination.encode(),
-                n,
-                value,
-                n,
-                n,
-            )
-            sock.sendall(frame)
-        received = b""
-        while received.count(b"RECEIPT") < len(headers):
-            chunk = sock.recv(4096)
-            assert chunk, received
-            received += chunk
-
-
-def test_a_poison_header_fails_the_batch_loudly() -> None:
-    """consume=ack: a header value that is not UTF-8 (RabbitMQ passes it on) ends the connection: the next
-    poll is an error naming it, never an empty batch that would end availableNow as a success."""
+def test_a_poison_header_is_a_row_and_acknowledged() -> None:
+    """consume=ack: a header value that is not UTF-8 (RabbitMQ passes it on) no longer ends the connection:
+    the message is a row with error_code and its bytes, the ones after it come too, and all are acknowledged."""
     require_broker(RABBIT)
     from fastframe.spark._stream_read import QueueConsumer
+    from fastframe.spark._stream_schema import messages_to_batch
 
     destination = f"/queue/{new_queue('poison')}"
-    _publish_raw(destination, [b"ok", b"ok", b"\xff\xfe", b"ok"])
-    consumer = QueueConsumer(source_options(live_options("rabbitmq", destination)))
+    publish_raw(RABBIT.port, destination, [b"ok", b"ok", b"\xff\xfe", b"ok"])
+    opts = source_options(live_options("rabbitmq", destination))
+    consumer = QueueConsumer(opts)
     got: list = []
     try:
-        with pytest.raises(BrokerError) as caught:
-            for _ in range(20):
-                got.extend(m.get("n") for messages in consumer.poll(0, 0).values() for m in messages)
+        for _ in range(20):
+            got.extend(consumer.poll(0, 0)[destination])
+            if len(got) >= 4:
+                break
+        rows = messages_to_batch(destination, got, None, "c").to_pylist()
+        assert [row["body"] for row in rows] == [b"body0", b"body1", b"body2", b"body3"]
+        assert [row["error_code"] for row in rows] == [None, None, "invalid-utf8", None]
+        assert b"x-value:\xff\xfe\n" in rows[2]["raw_headers"]
+        assert consumer.ack(got) == 0
     finally:
         consumer.close()
-    assert got == ["0", "1"]  # the messages before it, then the error: not a quiet end
-    message = str(caught.value)
-    assert "invalid UTF-8" in message and "remove or fix it at the broker" in message, message
+    # acknowledged like any other row: nothing comes again
+    again = QueueConsumer(opts)
+    try:
+        assert again.poll(0, 0)[destination] == []
+    finally:
+        again.close()

@@ -46,9 +46,13 @@ def message_tail(version: str, headers: Headers, body: bytes) -> Tuple[bool, byt
                 return True, message_tail("1.2", headers, body)[1]
         table = _TABLES[version]
         text = "".join([name.translate(table) + ":" + value.translate(table) + "\n" for name, value in headers])
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:  # bytes that are not UTF-8, kept by a decoder with keep_invalid_utf8: as they came
+        data = text.encode("utf-8", "surrogateescape")
     if body:
-        return False, b"%bcontent-length:%d\n\n%b\0" % (text.encode(), len(body), body)
-    return False, text.encode() + b"\n\0"
+        return False, b"%bcontent-length:%d\n\n%b\0" % (data, len(body), body)
+    return False, data + b"\n\0"
 
 
 def forwarded_headers(headers: Headers) -> Headers:

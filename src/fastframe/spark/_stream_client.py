@@ -42,7 +42,9 @@ class BrokerConnection:
         self.loop = asyncio.new_event_loop()
         self.client: Any = None
         host, port = connection.servers[0]
-        options: Dict[str, Any] = {}
+        # a header that is not UTF-8 (RabbitMQ passes it on) is kept, not a reason to end the connection:
+        # the message becomes a row saying so (_stream_schema)
+        options: Dict[str, Any] = {"keep_invalid_utf8": True}
         if connection.version == "1.2":
             options["escapes"] = "1.2"
         connector = aio.connect(

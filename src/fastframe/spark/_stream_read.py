@@ -153,25 +153,36 @@ class DataLossError(BrokerError):
     """Offsets a query still has to read are gone from the stream (``failOnDataLoss``)."""
 
 
+def _span(low: int, high: int) -> str:
+    """``offset 5``, or ``offsets 5 to 9`` (both included)."""
+    return f"offset {low}" if low == high else f"offsets {low} to {high}"
+
+
 def data_lost(opts: SourceOptions, destination: str, start: int, first: Optional[int], end: Optional[int]) -> int:
     """Offsets from ``start`` on are gone from ``destination``, which now holds ``[first, end)`` (None: nothing):
     raise :class:`DataLossError` (``failOnDataLoss``, the default), or log the skipped range and return the
-    offset to go on from (``failOnDataLoss=false``)."""
-    if first is None or end is None:
+    offset to go on from (``failOnDataLoss=false``).
+
+    The message holds for any bounds a caller passes: an empty stream, one that ends before ``start``,
+    one that begins past it, and one that still holds ``start`` (nothing skipped; reading goes on there)."""
+    if first is None or end is None or end <= first:
         what = f"holds no message, though the query's next offset is {start}: it was deleted and declared again"
         again = 0
     elif end < start:
         what = (
-            f"ends at offset {end}, before the query's next offset {start}: it was deleted and declared again "
-            "(or the checkpoint belongs to another stream)"
+            f"ends before the query's next offset {start} (its last offset is {end - 1}): it was deleted and "
+            "declared again (or the checkpoint belongs to another stream)"
+        )
+        again = first
+    elif first > start:
+        what = (
+            f"now begins at offset {first}, past the query's next offset {start}: retention (x-max-length-bytes, "
+            f"x-max-age) removed {_span(start, first - 1)} before they were read"
         )
         again = first
     else:
-        what = (
-            f"now begins at offset {first}, past the query's next offset {start}: retention (x-max-length-bytes, "
-            f"x-max-age) removed offsets {start} to {first - 1} before they were read"
-        )
-        again = first
+        what = f"holds {_span(first, end - 1)}, but the query's next offset {start} did not arrive"
+        again = start
     if opts.fail_on_data_loss:
         raise DataLossError(
             f"failOnDataLoss: stream {destination!r} {what}; set option failOnDataLoss=false to go on from "
@@ -479,9 +490,9 @@ class QueueConsumer:
             raise BrokerError(
                 f"receiving on {self.opts.connection.describe()}: the connection ended: {cause or 'closed'} "
                 + (
-                    "(a message the codec refuses, e.g. a header that is not UTF-8, ends the connection and "
-                    "stays at the head of the queue, with what came before it unacknowledged: remove or fix it "
-                    "at the broker)"
+                    "(a message the codec refuses, e.g. one past a limit or with a malformed header line, ends "
+                    "the connection and stays at the head of the queue, with what came before it "
+                    "unacknowledged: remove or fix it at the broker)"
                     if undecodable
                     else "(what was received and not acknowledged goes back to the queue; Spark retries the batch)"
                 )

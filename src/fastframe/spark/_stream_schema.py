@@ -3,6 +3,11 @@
 One row per MESSAGE, as the asyncio client received it (decoded by the codec's
 active twin, which the ``codec`` column names). The header columns have the
 file source's types, so the same code reads both.
+
+A poison message (a header holding bytes that are not UTF-8, which RabbitMQ
+passes on) is a row too: the client keeps such bytes (the codec's
+``keep_invalid_utf8``), the string columns get U+FFFD in their place, and
+``error_code``, ``error_reason`` and ``raw_headers`` (the exact bytes) say so.
 """
 
 from __future__ import annotations
@@ -21,6 +26,10 @@ STREAM_COLUMNS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("headers", "array<struct<name:string,value:string>>", False, "every header in wire order, unescaped"),
     ("header_map", "map<string,string>", False, "the headers, the first of each name winning"),
     ("body", "binary", False, "the body octets"),
+    ("error_code", "string", True, "null, or why the message's headers are not all text: invalid-utf8"),
+    ("error_reason", "string", True, "null, or which headers hold bytes that are not UTF-8"),
+    ("raw_headers", "binary", True, "null, or (on a row with error_code) the headers byte for byte, as a STOMP "
+     "1.2 head: name:value lines, escaped"),
     ("received_at", "timestamp", False, "when the client took the message (UTC)"),
     ("codec", "string", False, "the fastframe twin that decoded the frame: c or python"),
 )  # fmt: skip
@@ -60,6 +69,9 @@ def stream_arrow_schema() -> Any:
         "headers": ARROW_TYPES["headers"],
         "header_map": ARROW_TYPES["header_map"],
         "body": pa.binary(),
+        "error_code": pa.string(),
+        "error_reason": pa.string(),
+        "raw_headers": pa.binary(),
         "received_at": pa.timestamp("us", tz="UTC"),
         "codec": pa.string(),
     }
@@ -89,7 +101,15 @@ def messages_to_batch(
     header_offsets = list(accumulate(counts, initial=0))
     headers_type = schema.field("headers").type
     struct = headers_type.value_type
-    name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
+    poison: Optional[List[Optional[Tuple[str, bytes]]]] = None
+    try:
+        name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
+    except UnicodeEncodeError:  # a poison message (rare): its rows are made text, the bytes kept aside
+        poison = [_poison(row) for row in rows]
+        rows = [_text_headers(row) if bad else row for row, bad in zip(rows, poison)]
+        flat = list(chain.from_iterable(rows))
+        names, values = (list(column) for column in zip(*flat)) if flat else ([], [])
+        name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
     pairs = pa.StructArray.from_arrays([name_array, value_array], fields=[struct.field(0), struct.field(1)])
     offsets_array = pa.array(header_offsets, pa.int32())
     headers = pa.ListArray.from_arrays(offsets_array, pairs, type=headers_type)
@@ -104,6 +124,9 @@ def messages_to_batch(
     bodies = [message.body for message in messages]
     ids = [message.message_id for message in messages]
     first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
+    if poison is not None:
+        ids = [_text(value) if value is not None else None for value in ids]
+        first_sub = _text(first_sub) if first_sub is not None else None
     redelivered = [message.get("redelivered") == "true" for message in messages]
     now = int(time.time() * 1_000_000)
     columns = {
@@ -115,10 +138,58 @@ def messages_to_batch(
         "headers": headers,
         "header_map": header_map,
         "body": pa.array(bodies, pa.binary()),
+        "error_code": pa.nulls(n, pa.string()),
+        "error_reason": pa.nulls(n, pa.string()),
+        "raw_headers": pa.nulls(n, pa.binary()),
         "received_at": pa.repeat(pa.scalar(now, schema.field("received_at").type), n),
         "codec": pa.repeat(pa.scalar(codec, pa.string()), n),
     }
+    if poison is not None:
+        columns["error_code"] = pa.array([INVALID_UTF8 if bad else None for bad in poison], pa.string())
+        columns["error_reason"] = pa.array([bad[0] if bad else None for bad in poison], pa.string())
+        columns["raw_headers"] = pa.array([bad[1] if bad else None for bad in poison], pa.binary())
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+#: ``error_code`` of a message whose headers hold bytes that are not UTF-8.
+INVALID_UTF8 = "invalid-utf8"
+#: STOMP 1.2's escapes, as ``raw_headers`` writes them.
+_ESCAPE_1_2 = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", ":": "\\c"})
+
+
+def _text(value: str) -> str:
+    """``value`` with each byte that is not UTF-8 (a lone surrogate of ``surrogateescape``) as U+FFFD."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def _text_headers(headers: Sequence[Tuple[str, str]]) -> Tuple[Tuple[str, str], ...]:
+    return tuple((_text(name), _text(value)) for name, value in headers)
+
+
+def _poison(headers: Sequence[Tuple[str, str]]) -> Optional[Tuple[str, bytes]]:
+    """None when every header is text; else ``(error_reason, raw_headers)``."""
+    bad = []
+    for name, value in headers:
+        try:
+            name.encode()
+            value.encode()
+        except UnicodeEncodeError:
+            bad.append(_text(name))
+    if not bad:
+        return None
+    raw = b"".join(
+        b"%b:%b\n"
+        % (
+            name.translate(_ESCAPE_1_2).encode("utf-8", "surrogateescape"),
+            value.translate(_ESCAPE_1_2).encode("utf-8", "surrogateescape"),
+        )
+        for name, value in headers
+    )
+    names = ", ".join(map(repr, dict.fromkeys(bad)))
+    reason = (
+        f"header {names} holds bytes that are not UTF-8 (U+FFFD in headers and header_map; the bytes in raw_headers)"
+    )
+    return reason, raw
 
 
 def batch_to_bytes(batch: Any) -> bytes:
