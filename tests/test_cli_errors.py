@@ -67,3 +67,33 @@ def test_each_command_has_a_description_and_examples(command):
     assert "examples:\n  fastframe " in text
     usage_end = text.index("\n\n")
     assert text[usage_end:].strip().split("\n")[0]  # a description line after the usage
+
+
+def test_every_example_parses():
+    """Each line of every command's examples is accepted by its parser (an example with an option the
+    command does not have is a newcomer's first error)."""
+    import shlex
+
+    from fastframe.cli import _EXAMPLES, _build_parser
+
+    parser = _build_parser()
+    for text in _EXAMPLES.values():
+        for line in text.split("\n"):
+            for part in line.split("#")[0].replace("&&", "|").split("|"):
+                argv = shlex.split(part)
+                assert argv[0] == "fastframe", line
+                args = parser.parse_args(argv[1:])  # exits (a failure) on an unknown option
+                assert args.command in _EXAMPLES, line
+
+
+def test_stream_without_a_broker_fails_at_once(tmp_path):
+    """Before Spark starts (half a minute, and a Java trace): one line naming the address."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = str(closed.getsockname()[1])  # bound, not listening: refused
+        done = fastframe_cli(
+            "stream", "/queue/x", "--out", str(tmp_path / "out"), "--port", port, "--connect-timeout", "2"
+        )
+    line = one_line_failure(done)
+    assert line.startswith(f"fastframe stream: cannot connect to the broker at 127.0.0.1:{port}: ")
+    assert "check --host, --port" in line and len(done.stderr.strip().splitlines()) == 1

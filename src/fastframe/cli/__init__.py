@@ -63,7 +63,7 @@ _EXAMPLES = {
     "broker": "fastframe broker --port 61613\nfastframe broker --port 61613 --user guest:guest --ws-port 15674\n"
     "fastframe broker --port 0 --record captures/   # a free port; every connection recorded",
     "convert": "fastframe sample-archive archive/ && fastframe convert archive/ --out parquet/",
-    "sample-archive": "fastframe sample-archive archive/ --brokers 2 --days 2",
+    "sample-archive": "fastframe sample-archive archive/ --connections 4 --frames 500",
     "index": "fastframe index archive/*/*/*.stomp",
     "stream": "fastframe stream /queue/orders --out parquet/ --checkpoint ckpt/ --available-now",
     "record": "fastframe record --listen 127.0.0.1:61650 --upstream 127.0.0.1:61613 --out captures/",

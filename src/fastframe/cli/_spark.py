@@ -11,12 +11,13 @@ other commands work without the ``spark`` extra.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import threading
 import time
-from typing import IO, Any, Callable, Dict, Optional, Sequence
+from typing import IO, Any, Callable, Dict, Iterator, Optional, Sequence
 
 from ._args import add_decoder_arguments, int_at_least, key_value
 
@@ -77,13 +78,48 @@ def start_session(command: str, master: str, app_name: str, conf: Dict[str, str]
         ship_env = ship_env or sys.prefix
         print(f"shipping {ship_env} to the executors ...", file=sys.stderr)
     try:
-        return get_session(master, app_name=app_name, conf=conf, ship_env=ship_env)
+        with _jvm_stderr_filtered():
+            return get_session(master, app_name=app_name, conf=conf, ship_env=ship_env)
     except (OSError, ValueError) as exc:
         if ship_env is None:
             raise
         # the environment to ship could not be packed
         print(f"fastframe {command}: --ship-env: {exc}", file=sys.stderr)
         return 1
+
+
+# What every JVM Spark 4 starts prints first: its launcher always adds --add-modules=jdk.incubator.vector,
+# and Java has no option to silence the warning that follows, so the CLI drops that one line.
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered() -> Iterator[None]:
+    """While Spark starts its JVM (which inherits file descriptor 2), point descriptor 2 at a pipe whose
+    lines a thread copies to the real stderr, all but :data:`_JVM_NOISE`; the JVM keeps the pipe for its
+    life (its log lines come through it), this process gets its stderr back once the JVM started."""
+    try:
+        saved = os.dup(2)
+        read_end, write_end = os.pipe()
+    except OSError:  # no usable stderr: nothing to keep clean
+        yield
+        return
+
+    def copy() -> None:
+        with os.fdopen(read_end, "rb", buffering=0) as lines, os.fdopen(saved, "wb", buffering=0) as out:
+            for line in lines:
+                if not line.startswith(_JVM_NOISE):
+                    out.write(line)
+
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    threading.Thread(target=copy, name="fastframe-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the JVM holds the pipe's write end now; ours is closed
 
 
 def check_cluster(command: str, spark: Any) -> Optional[int]:

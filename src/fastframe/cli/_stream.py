@@ -16,6 +16,7 @@ PySpark is imported only when ``stream`` runs, and only through the public ``fas
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import signal
 import sys
@@ -62,6 +63,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
                      help="any other source option (e.g. timeout=60)")  # fmt: skip
     cmd.add_argument("--conf", action="append", type=key_value, default=[], metavar="KEY=VALUE", help="Spark setting")
     cmd.add_argument("--no-progress", action="store_true", help="no progress lines")
+    cmd.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                     help="how long the check that the broker answers may take, before Spark starts (default 5)")  # fmt: skip
     add_ship_env_argument(cmd)
     return {"stream": cmd_stream}
 
@@ -84,6 +87,32 @@ def _source_options(args: argparse.Namespace) -> Dict[str, str]:
         options["startingOffsets"] = args.starting_offsets
     options.update(dict(args.option))
     return options
+
+
+def _unreachable(options: Dict[str, str], timeout: float) -> Optional[str]:
+    """Why the driver cannot log in to the broker (a STOMP CONNECT, as the source's first), or None.
+
+    Checked before Spark starts: its start and the query's failure take half a minute and print a Java
+    trace before the reason."""
+    host, port = options.get("host", ""), options.get("port", "")
+    if "://" in host or "servers" in options or not port.isdigit():
+        return None  # other forms of address: the source checks them itself
+    from .. import aio
+
+    login, passcode, vhost = options.get("login"), options.get("passcode"), options.get("vhost")
+
+    async def connect() -> None:
+        client = await aio.connect(
+            host, int(port), login=login, passcode=passcode, host_header=vhost, connect_timeout=timeout, timeout=timeout
+        )
+        await client.disconnect()
+
+    try:
+        asyncio.run(connect())
+    except (OSError, aio.ConnectionClosedError, ValueError) as exc:  # refused, no answer, an ERROR
+        why = " ".join(str(exc).split()) or type(exc).__name__
+        return f"cannot connect to the broker at {host}:{port}: {why} (is it running? check --host, --port, --login)"
+    return None
 
 
 def _admission_control() -> bool:
@@ -125,6 +154,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
         print("fastframe stream: --ship-env is for a cluster --master (local mode runs this interpreter)",
               file=sys.stderr)  # fmt: skip
         return 2
+    unreachable = _unreachable(_source_options(args), args.connect_timeout)
+    if unreachable:  # before Spark: its start and its failure would take half a minute and a Java trace
+        print(f"fastframe stream: {unreachable}", file=sys.stderr)
+        return 1
     stop = threading.Event()
 
     def on_signal(signum: int, frame: Any) -> None:

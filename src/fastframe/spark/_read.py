@@ -66,8 +66,20 @@ class MalformedStompError(RuntimeError):
 
 
 def list_files(opts: ReadOptions) -> List[Tuple[str, int]]:
-    """Every input file as ``(path, size)``, sorted by path."""
+    """Every input file as ``(path, size)``, sorted by path.
+
+    Folders that hold no file of their own but files in subfolders (a capture archive, nested by broker
+    and date) are an error that says so, not a read of nothing: without ``recursiveFileLookup``, Spark's
+    file sources' default, only the files directly in a folder are read.
+    """
     files = list(iter_files(opts.paths, opts.filesystem, opts.recursive, opts.path_glob_filter))
+    if not files and not opts.recursive:
+        nested = sum(1 for _ in iter_files(opts.paths, opts.filesystem, True, opts.path_glob_filter))
+        if nested:
+            raise FileNotFoundError(
+                f"no input files directly in {', '.join(map(str, opts.paths))}, but {nested} in subfolders "
+                "(a capture archive is nested by broker and date): set option recursiveFileLookup to true"
+            )
     files.sort()
     return files
 
