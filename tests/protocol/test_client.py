@@ -183,6 +183,27 @@ def test_tolerances_pass_through_to_the_decoder():
     assert error.frame.get("x") == "\\t"
 
 
+def test_invalid_utf8_is_kept_with_the_option_and_the_message_acknowledged():
+    # RabbitMQ passes on a header value that is not UTF-8: by default the connection's error, kept on request
+    head = b"MESSAGE\nmessage-id:1\nsubscription:0\ndestination:/q\nack:a1\nx:a\xffb\n\n\0"
+    client, server = pair()
+    relay(client.subscribe("0", "/q", ack="client-individual"), server)
+    with pytest.raises(RemoteProtocolError, match="invalid UTF-8"):
+        client.receive_data(head)
+    client, server = pair(keep_invalid_utf8=True)
+    relay(client.subscribe("0", "/q", ack="client-individual"), server)
+    (message,) = relay(head, client)
+    assert message.frame.get("x") == "a\udcffb"
+    assert message.frame.get("x").encode("utf-8", "surrogateescape") == b"a\xffb"
+    (ack,) = relay(client.ack(message), server)
+    assert ack.frame.get("id") == "a1"
+    # strict checks incoming frames against the spec, which wants UTF-8: the frame is still refused
+    client, server = pair(keep_invalid_utf8=True, strict=True)
+    relay(client.subscribe("0", "/q", ack="client-individual"), server)
+    with pytest.raises(RemoteProtocolError, match="cannot encode as UTF-8"):
+        client.receive_data(head)
+
+
 def test_decoder_limits_apply():
     client, _ = pair(max_body_size=4)
     with pytest.raises(RemoteProtocolError) as info:
