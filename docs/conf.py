@@ -9,6 +9,7 @@ fastframe name must resolve.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -45,9 +46,16 @@ html_theme = "furo"
 html_title = f"fastframe {release}"
 html_static_path: list = []
 
-# The docs extra alone builds the site (a documentation host installs only it): what the Spark pages
-# import but is not installed is mocked, so autodoc still reads fastframe.spark's docstrings.
-autodoc_mock_imports = [name for name in ("pyspark", "pyarrow") if importlib.util.find_spec(name) is None]
+# The docs extra alone builds the site (a documentation host installs only it): the other extras'
+# packages that are not installed are mocked for the whole build, so autodoc still reads the
+# docstrings of fastframe.spark, fastframe.websocket and the pytest plugin. (autodoc_mock_imports
+# mocks only while a documented module is imported; fastframe.spark imports its names on first use.)
+MOCKED = [name for name in ("pyspark", "pyarrow", "websockets", "pytest") if importlib.util.find_spec(name) is None]
+_mocks = contextlib.ExitStack()
+if MOCKED:
+    from sphinx.ext.autodoc.mock import mock
+
+    _mocks.enter_context(mock(MOCKED))
 autodoc_member_order = "bysource"
 autodoc_typehints = "signature"
 # a connection's methods live on its shared base class: document them on the public class
@@ -143,6 +151,59 @@ def write_state_diagrams(app) -> None:
                 path.write_text(text, encoding="utf-8")
 
 
+def exception_tree() -> str:
+    """The errors page's body: every public exception class under the class it derives from (Markdown).
+
+    Generated from the classes at every build, so the page says how they inherit as the code does."""
+    import inspect
+    import re
+
+    names: dict = {}  # class -> the public names it has, in PUBLIC_MODULES order
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and issubclass(obj, BaseException):
+                names.setdefault(obj, []).append(f"{module_name}.{name}")
+
+    def parent(cls: type) -> object:
+        for base in cls.__mro__[1:]:
+            if base in names or base.__module__ == "builtins":
+                return base
+        raise AssertionError(cls)
+
+    def summary(cls: type) -> str:
+        first = (inspect.getdoc(cls) or "").split("\n\n")[0].replace("\n", " ")
+        first = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", first)  # reST roles: code, no link to resolve
+        return first.replace("``", "`")
+
+    children: dict = {}
+    for cls in names:
+        children.setdefault(parent(cls), []).append(cls)
+    lines = []
+
+    def add(cls: type, depth: int) -> None:
+        own = names[cls]
+        also = f" (also `{'`, `'.join(own[1:])}`)" if len(own) > 1 else ""
+        lines.append(f"{'  ' * depth}- {{exc}}`{own[0]}`{also}: {summary(cls)}")
+        for child in children.get(cls, []):
+            add(child, depth + 1)
+
+    for root in sorted((c for c in children if c not in names), key=lambda c: c.__name__):
+        lines.append(f"- `{root.__name__}` (built in)")
+        for cls in children[root]:
+            add(cls, 1)
+    return "\n".join(lines) + "\n"
+
+
+def write_errors_page(app) -> None:
+    out = DOCS / "_generated" / "errors.md"
+    out.parent.mkdir(exist_ok=True)
+    text = exception_tree()
+    if not out.exists() or out.read_text(encoding="utf-8") != text:
+        out.write_text(text, encoding="utf-8")
+
+
 NAPOLEON = Config()
 
 
@@ -213,6 +274,7 @@ def check_public_names(app, env) -> None:
 
 def setup(app):
     app.connect("builder-inited", write_state_diagrams)
+    app.connect("builder-inited", write_errors_page)
     app.connect("autodoc-process-docstring", google_sections)
     app.connect("autodoc-process-signature", hide_private_constructor)
     app.connect("env-check-consistency", check_public_names)

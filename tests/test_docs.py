@@ -3,7 +3,8 @@
 Each ```python block of every page runs on its own, in a fresh namespace, as the README's do
 (tests/test_readme.py, which also checks the codec's tables wherever they are). The Spark pages'
 ```py blocks run in tests/spark/test_spark_readme.py. The site itself is built by ``make docs``
-(warnings as errors), which .ci/run runs.
+(warnings as errors), which .ci/run runs before the suite; the tests of the built site (each name of
+the API reference once and indexed, the errors page) read that build, or build one when it is stale.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from __future__ import annotations
 import ast
 import importlib.util
 import inspect
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Dict, List, Tuple
@@ -142,3 +145,66 @@ def test_every_page_is_in_a_table_of_contents() -> None:
                     listed.add((path.parent / line.strip()).relative_to(DOCS).as_posix())
     pages = {path.relative_to(DOCS).with_suffix("").as_posix() for path in PAGES}
     assert pages - listed == {"index"}
+
+
+def _built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The HTML site: ``make docs``' when it is newer than every page and every source file (CI builds
+    it before the suite), else a build into a temporary folder (Sphinx needed: the docs extra)."""
+    built = DOCS / "_build" / "html"
+    if (built / "objects.inv").exists():
+        stamp = (built / "objects.inv").stat().st_mtime
+        sources = [*DOCS.glob("**/*.md"), DOCS / "conf.py", *(REPO / "src" / "fastframe").rglob("*.py")]
+        if all(path.stat().st_mtime < stamp for path in sources if "_build" not in path.parts):
+            return built
+    if importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("myst_parser") is None:
+        reason = "Sphinx is not installed (pip install -e .[docs], or make docs)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-E", "-b", "html", "-d", str(out / ".doctrees"), str(DOCS), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _built_site(tmp_path_factory)
+
+
+def test_the_reference_documents_each_name_once_and_indexed(site: Path) -> None:
+    """Every entry of the API reference has its anchor (an index entry) and none is there twice: a
+    module documented whole without an index (autodoc's default members) doubled most of the clients."""
+    seen: Dict[str, str] = {}
+    for page in sorted((site / "api").glob("*.html")):
+        html = page.read_text(encoding="utf-8")
+        entries = re.findall(r'<dt class="sig sig-object py"(?: id="([^"]*)")?', html)
+        unindexed = sum(1 for anchor in entries if not anchor)
+        assert not unindexed, f"{page.name}: {unindexed} entries without an index entry (documented twice?)"
+        for anchor in entries:
+            assert anchor not in seen, f"{anchor} on {page.name} and {seen[anchor]}"
+            seen[anchor] = page.name
+    assert {"fastframe.sync.Client", "fastframe.aio.connect", "fastframe.Decoder"} <= set(seen)
+    # public constructors only: a class a program gets from connect() shows none of its internals
+    sync_page = (site / "api" / "sync.html").read_text(encoding="utf-8")
+    client = re.search(r'<dt class="sig sig-object py" id="fastframe.sync.Client">(.*?)</dt>', sync_page, re.S)
+    assert client and "runner" not in client.group(1) and "sig-paren" not in client.group(1)
+    for name in ("Message.subscription", "Message.message_id", "Subscription.ack"):
+        entry = re.search(rf'id="fastframe.sync.{name}">.*?</dt>\s*<dd>(.*?)</dd>', sync_page, re.S)
+        assert entry and re.sub(r"<[^>]+>", "", entry.group(1)).strip(), f"fastframe.sync.{name} has no text"
+
+
+def test_the_errors_page_lists_every_exception_class(site: Path) -> None:
+    from fastframe import aio, protocol
+
+    html = (site / "errors.html").read_text(encoding="utf-8")
+    text = re.sub(r"<[^>]+>", "", html)
+    for cls in (aio.HeartbeatTimeout, protocol.RemoteProtocolError):
+        assert f"{cls.__module__.split('._')[0]}.{cls.__name__}" in text
+    tree = text[text.index("(built in)") :]  # the generated list, under the page's introduction
+    assert tree.index("fastframe.FrameError") < tree.index("fastframe.DecodeError") < tree.index("TruncatedError")
