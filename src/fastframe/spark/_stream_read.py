@@ -442,16 +442,30 @@ def _refuse_stream(opts: SourceOptions, destination: str) -> None:
     )
 
 
+def to_acknowledge(messages: List[Any], cumulative: bool) -> List[Any]:
+    """The messages to send an ACK for, so that all of ``messages`` (in the order received, of one
+    subscription when ``cumulative``) are acknowledged: the last one for ``ack:client``, else each."""
+    return messages[-1:] if cumulative else messages
+
+
 class QueueConsumer:
     """The driver's one connection for ``consume=ack``: it receives, holds and acknowledges messages.
 
-    Every destination is subscribed with ``ack:client-individual`` and a
-    prefetch (``prefetch-count`` for RabbitMQ, ``activemq.prefetchSize`` for
-    ActiveMQ), which bounds what the broker sends before acknowledgements.
+    Every destination is subscribed with a prefetch (``prefetch-count`` for
+    RabbitMQ, ``activemq.prefetchSize`` for ActiveMQ), which bounds what the
+    broker sends before acknowledgements. One destination is subscribed with
+    ``ack:client``, whose ACK is cumulative: one ACK (with a receipt) per batch
+    acknowledges all its messages, as they came in order. Several destinations
+    get ``ack:client-individual`` and an ACK per message: RabbitMQ applies a
+    ``client`` ACK to every message the connection received before it, of any
+    subscription (measured on 3.10; ActiveMQ keeps to the subscription, as
+    STOMP 1.2 says), which would acknowledge another destination's messages
+    not yet committed.
     """
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
+        self.cumulative = len(opts.destinations) == 1  # ack:client (see above)
         self.broker = BrokerConnection(opts.connection, max_queue=opts.prefetch + 1)
         self.subscriptions: Dict[str, Any] = {}
         try:
@@ -469,7 +483,7 @@ class QueueConsumer:
         try:
             return await self.broker.client.subscribe(
                 destination,
-                ack="client-individual",
+                ack="client" if self.cumulative else "client-individual",
                 headers={
                     **dict(self.opts.subscribe_headers),
                     "prefetch-count": prefetch,
@@ -531,15 +545,19 @@ class QueueConsumer:
 
     async def _ack(self, messages: List[Any]) -> int:
         stale = 0
-        for i, message in enumerate(messages):
+        settled = to_acknowledge(messages, self.cumulative)
+        for i, message in enumerate(settled):
             try:
-                await message.ack(receipt=i == len(messages) - 1, timeout=self.opts.connection.timeout)
+                await message.ack(receipt=i == len(settled) - 1, timeout=self.opts.connection.timeout)
             except aio.StaleMessageError:
-                stale += 1  # received on a connection that is gone: the broker redelivers it
+                # received on a connection that is gone: the broker redelivers it (cumulative: all of
+                # them, received on that connection or an earlier one)
+                stale += len(messages) if self.cumulative else 1
         return stale
 
     def ack(self, messages: List[Any]) -> int:
-        """Acknowledge ``messages`` (a receipt confirms the last, so all); returns how many could not be."""
+        """Acknowledge ``messages``, in the order received (a receipt confirms the last, so all); returns how
+        many could not be."""
         if not messages:
             return 0
         return self.broker.run(self._ack(messages), self.opts.connection.timeout + 1, "acknowledging")
