@@ -69,3 +69,38 @@ def test_broker_command_serves_and_stops_on_interrupt(sig: signal.Signals, launc
             proc.wait(10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_broker_command_dead_letter_options() -> None:
+    """``--dead-letter`` and ``--no-requeue-on-nack``: a NACKed message goes to the dead-letter queue at
+    once (ActiveMQ's way); a destination that is no queue or topic is refused before anything starts."""
+    bad = subprocess.run([*BROKER, "--dead-letter", "DLQ"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "expected /queue/NAME or /topic/NAME" in bad.stderr
+    options = ["--dead-letter", "/queue/DLQ", "--no-requeue-on-nack", "--max-redeliveries", "3"]
+    proc = subprocess.Popen([*BROKER, *options], stdout=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        port = int(line.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                CONNECT
+                + b"SUBSCRIBE\nid:d\ndestination:/queue/DLQ\n\n\0"
+                + b"SUBSCRIBE\nid:s\ndestination:/queue/w\nack:client-individual\n\n\0"
+                + b"SEND\ndestination:/queue/w\n\npoison\0"
+            )
+            (_, message) = _read_frames(sock, 2)
+            sock.sendall(b"NACK\nid:%s\n\n\0" % message.get("ack").encode())
+            (dead,) = _read_frames(sock, 1)
+            assert (dead.get("subscription"), dead.body, dead.get("x-first-death-reason")) == (
+                "d",
+                b"poison",
+                "rejected",
+            )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        if proc.stdout is not None:
+            proc.stdout.close()

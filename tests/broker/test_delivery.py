@@ -214,6 +214,34 @@ def test_nack_with_requeue_false_dead_letters_at_once_or_drops() -> None:
     run(main())
 
 
+@pytest.mark.parametrize("kind", ["aio", "sync"])
+def test_without_requeue_on_nack_a_nack_dead_letters_at_once_as_activemq(kind: str) -> None:
+    with TestBroker(dead_letter="/queue/ActiveMQ.DLQ", requeue_on_nack=False) as broker:
+        if kind == "sync":
+            with fastframe.sync.connect(broker.host, broker.port) as client:
+                with client.subscribe("/queue/ActiveMQ.DLQ") as dlq, client.subscribe("/queue/w", ack="client") as sub:
+                    client.send("/queue/w", b"refused", receipt=True)
+                    sub.get(timeout=5).nack()
+                    dead = dlq.get(timeout=5)
+                    with pytest.raises(TimeoutError):
+                        sub.get(timeout=QUIET)
+        else:
+
+            async def main() -> Any:
+                async with aio.connect(broker.host, broker.port) as client:
+                    dlq = await client.subscribe("/queue/ActiveMQ.DLQ")
+                    sub = await client.subscribe("/queue/w", ack="client")
+                    await client.send("/queue/w", b"refused", receipt=True)
+                    await (await sub.get(timeout=5)).nack()
+                    dead = await dlq.get(timeout=5)
+                    await nothing_more(sub)
+                    return dead
+
+            dead = run(main())
+        assert dead.body == b"refused" and dead.get("original-destination") == "/queue/w"
+        assert dead.get("x-first-death-reason") == "rejected"
+
+
 def test_the_broker_options_are_checked() -> None:
     with pytest.raises(ValueError, match="max_redeliveries"):
         BrokerCore(max_redeliveries=-1)

@@ -249,10 +249,13 @@ class BrokerCore:
         dead_letter: where a queue's dead letters go (``/queue/NAME`` or ``/topic/NAME``; ActiveMQ's is
             ``/queue/ActiveMQ.DLQ``) when the queue was not declared with a dead-letter exchange of its
             own; ``None`` (the default) drops them, as RabbitMQ does.
-        max_redeliveries: how often a queue redelivers a message NACKed or left unacknowledged before it
-            dead-letters it instead (``0``: at the first NACK, as ActiveMQ does over STOMP); ``None``
-            (the default) redelivers without end, as RabbitMQ's classic queues do. A SUBSCRIBE's
-            ``x-delivery-limit`` sets it for its queue.
+        max_redeliveries: how often a queue redelivers a message NACKed or left unacknowledged (its
+            connection lost, its subscription ended) before it dead-letters it instead, as RabbitMQ's
+            quorum queues' ``x-delivery-limit``; ``None`` (the default) redelivers without end, as
+            RabbitMQ's classic queues and ActiveMQ (over STOMP) do. A SUBSCRIBE's ``x-delivery-limit``
+            sets it for its queue.
+        requeue_on_nack: whether a NACK puts the message back (RabbitMQ; a NACK's ``requeue:false``
+            dead-letters it); ``False`` dead-letters every NACKed message at once, as ActiveMQ does.
 
     A queue that is empty and has no subscriber is forgotten, so memory returns to its baseline when
     clients leave.
@@ -270,6 +273,7 @@ class BrokerCore:
         clock: Callable[[], float] = time.time,
         dead_letter: Optional[str] = None,
         max_redeliveries: Optional[int] = None,
+        requeue_on_nack: bool = True,
     ) -> None:
         for name, limit in (
             ("max_stored_bytes", max_stored_bytes),
@@ -287,6 +291,7 @@ class BrokerCore:
             raise ValueError(f"dead_letter must be /queue/NAME or /topic/NAME, not {dead_letter!r}")
         self.dead_letter = dead_letter
         self.max_redeliveries = max_redeliveries
+        self.requeue_on_nack = requeue_on_nack
         #: held destinations (:meth:`hold`): a topic's deliveries waiting, with their subscriptions
         self.held: Dict[str, List[Tuple[_Subscription, _Published]]] = {}
         #: queues that store messages with an expiry (what :meth:`expire` looks at)
@@ -1013,7 +1018,7 @@ class BrokerCore:
         messages = [sub.unacked.pop(ack_id) for ack_id in ids]
         for ack_id in ids:
             del session.pending[ack_id]
-        reject = frame.get("requeue") == "false"  # RabbitMQ's: dead-lettered (or dropped), not redelivered
+        reject = frame.get("requeue", "true" if self.requeue_on_nack else "false") == "false"  # RabbitMQ's header
         if sub.destination.startswith("/topic/"):
             for message in [] if reject else messages:  # a topic copy belongs to this subscription only
                 self._after_receipt.append(lambda m=message: self._redeliver(sub, m))  # type: ignore[misc]

@@ -96,7 +96,9 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
                      help="where a queue's dead letters go, e.g. /queue/ActiveMQ.DLQ (default: dropped)")  # fmt: skip
     brk.add_argument("--max-redeliveries", type=_count, default=None, metavar="N",
                      help="redeliveries of a NACKed or unacknowledged message before it is dead-lettered "
-                     "(0: at the first NACK, as ActiveMQ; default: without end, as RabbitMQ)")  # fmt: skip
+                     "(default: without end, as RabbitMQ's classic queues and ActiveMQ)")  # fmt: skip
+    brk.add_argument("--no-requeue-on-nack", dest="requeue_on_nack", action="store_false",
+                     help="a NACK dead-letters the message at once, as ActiveMQ (default: redelivered, as RabbitMQ)")  # fmt: skip
     _args.add_credential_arguments(brk)
     return {"decode": _cmd_decode, "sample": _cmd_sample, "demo": _cmd_demo, "info": _cmd_info, "broker": _cmd_broker}
 
@@ -258,6 +260,8 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     for limit in ("max_stored_bytes", "max_transaction_bytes", "dead_letter", "max_redeliveries"):
         if getattr(args, limit) is not None:
             options[limit] = getattr(args, limit)
+    if not args.requeue_on_nack:
+        options["requeue_on_nack"] = False
     archive = None
     if args.record:
         from ..capture import Archive

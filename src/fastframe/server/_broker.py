@@ -64,7 +64,9 @@ class Broker:
         dead_letter: where a queue's dead letters (expired, NACKed with ``requeue:false``, past
             ``max_redeliveries``) go, e.g. ``/queue/ActiveMQ.DLQ``; ``None``: dropped.
         max_redeliveries: redeliveries of a NACKed or unacknowledged message before it is
-            dead-lettered (``None``: without end). See :class:`fastframe.broker.BrokerCore`.
+            dead-lettered (``None``: without end).
+        requeue_on_nack: ``False``: a NACK dead-letters the message at once (ActiveMQ) rather than
+            redelivering it (RabbitMQ). See :class:`fastframe.broker.BrokerCore` for all three.
         ssl: an ``ssl.SSLContext`` to serve TLS.
         decoder_options: :class:`fastframe.Decoder` options (limits) for what clients send.
         **server_options: the options of :func:`fastframe.server.serve` (timeouts, heart-beats, bounds).
@@ -82,6 +84,7 @@ class Broker:
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
         dead_letter: Optional[str] = None,
         max_redeliveries: Optional[int] = None,
+        requeue_on_nack: bool = True,
         ssl: Optional[_ssl.SSLContext] = None,
         decoder_options: Optional[Mapping[str, Any]] = None,
         **server_options: Any,
@@ -96,6 +99,7 @@ class Broker:
             max_subscriptions=max_subscriptions,
             dead_letter=dead_letter,
             max_redeliveries=max_redeliveries,
+            requeue_on_nack=requeue_on_nack,
         )
         self._ssl = ssl
         self._expiry: Optional[asyncio.Task[None]] = None
