@@ -258,13 +258,13 @@ def asyncio_run(work: Any) -> Any:
     return asyncio.run(work)
 
 
-async def _publish_queue(destination: str, count: int, size: int) -> None:
+async def _publish_queue(destination: str, count: int, size: int, port: int = 0) -> None:
     """``count`` messages to a classic queue, the last with a receipt (so all are queued on return)."""
     import fastframe.aio as aio
 
     from .spark_stream_bench import CLIENT, HOST, PORT, _body
 
-    async with aio.connect(HOST, PORT, timeout=60, **CLIENT) as client:
+    async with aio.connect(HOST, port or PORT, timeout=60, **CLIENT) as client:
         for n in range(count):
             await client.send(destination, _body(n, size), {"n": str(n)}, receipt=n == count - 1)
 
@@ -312,6 +312,70 @@ def stream_main(args: Any) -> int:
     return finish(results, args.json)
 
 
+def ack_driver_round(port: int, destination: str, count: int, batch: int, cumulative: bool) -> Dict[str, float]:
+    """The driver's part of ``consume=ack`` without Spark, as AckQueueReader does it: poll a batch, make it
+    Arrow IPC bytes (what Spark ships to the tasks), acknowledge it; CPU and wall time for ``count`` messages."""
+    from fastframe.spark._stream_options import source_options
+    from fastframe.spark._stream_read import QueueConsumer
+    from fastframe.spark._stream_schema import batch_to_bytes, messages_to_batch
+
+    from .spark_stream_bench import HOST
+
+    class Consumer(QueueConsumer):
+        def __setattr__(self, name: str, value: Any) -> None:  # the ACK mode under test, from the start
+            super().__setattr__(name, cumulative if name == "cumulative" else value)
+
+    options = {"host": HOST, "port": str(port), "login": "guest", "passcode": "guest", "destination": destination}
+    consumer = Consumer(source_options(options))
+    got = 0
+    try:
+        cpu, started = time.process_time(), time.perf_counter()
+        while got < count:
+            received = consumer.poll(batch, 0)
+            messages = [m for ms in received.values() for m in ms]
+            for dest, ms in received.items():
+                if ms:
+                    batch_to_bytes(messages_to_batch(dest, ms, None, fastframe.IMPLEMENTATION))
+            assert consumer.ack(messages) == 0
+            got += len(messages)
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - started
+    finally:
+        consumer.close()
+    return {"messages_per_s": round(got / wall), "cpu_us_per_message": round(cpu * 1e6 / got, 2), "wall_s": wall}
+
+
+def ack_driver_main(args: Any) -> int:
+    """``--ack-driver``: the consume=ack driver's ceiling, one cumulative ACK per batch against one per message,
+    alternating rounds (A/B/A/B) on a classic queue of ``--ack`` messages each round."""
+    from .spark_stream_bench import PORT
+
+    port = args.ack_port or PORT
+    rounds: Dict[str, List[Dict[str, float]]] = {"cumulative": [], "per_message": []}
+    for mode in rounds:  # warm-up, not counted: imports, the first connection
+        destination = f"/queue/ff-bench-ackdrv-{os.getpid()}-warm-{mode}"
+        asyncio_run(_publish_queue(destination, 2000, args.size, port))
+        ack_driver_round(port, destination, 2000, args.ack_batch, mode == "cumulative")
+    for i in range(args.repeat):
+        for mode in ("per_message", "cumulative") if i % 2 else ("cumulative", "per_message"):
+            destination = f"/queue/ff-bench-ackdrv-{os.getpid()}-{i}-{mode}"
+            asyncio_run(_publish_queue(destination, args.ack, args.size, port))
+            run = ack_driver_round(port, destination, args.ack, args.ack_batch, mode == "cumulative")
+            run["load"] = round(os.getloadavg()[0], 2)
+            rounds[mode].append(run)
+            print(f"round {i} {mode}: {json.dumps(run)}", flush=True)
+    print("\n| ACK | messages/s (best) | driver CPU µs per message (best) | rounds: CPU µs per message (load) |")
+    print("|---|---:|---:|---|")
+    for mode, runs in rounds.items():
+        each = ", ".join(f"{r['cpu_us_per_message']:.1f} ({r['load']:.1f})" for r in runs)
+        print(f"| {mode} | {max(r['messages_per_s'] for r in runs):,} "
+              f"| {min(r['cpu_us_per_message'] for r in runs):.1f} | {each} |")  # fmt: skip
+    ratios = [
+        p["cpu_us_per_message"] / c["cpu_us_per_message"] for c, p in zip(rounds["cumulative"], rounds["per_message"])
+    ]
+    print(f"per-message / cumulative CPU, round by round: {', '.join(f'{r:.2f}' for r in ratios)}")
+    return finish({"mode": "ack-driver", "rounds": rounds, "ratios": ratios}, args.json)
+
+
 def write(df: Any, sink: str, target: str) -> None:
     if sink == "noop":
         df.write.format("noop").mode("overwrite").save()
@@ -340,7 +404,14 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--no-warmed-start", dest="warmed_start", action="store_false",
                         help="--stream: no second application with its Python workers started ahead")  # fmt: skip
     parser.add_argument("--ack-batch", type=int, default=5_000, help="--stream: consume=ack maxMessagesPerTrigger")
+    parser.add_argument("--ack-driver", action="store_true",
+                        help="consume=ack's driver alone (no Spark): one cumulative ACK per batch against one per message")  # fmt: skip
+    parser.add_argument("--ack-port", type=int, default=0, help="--ack-driver: the broker's STOMP port (RabbitMQ's)")
     args = parser.parse_args(argv)
+    if args.ack_driver:
+        if args.json == os.path.join("out", "spark_cluster_bench.json"):
+            args.json = os.path.join("out", "spark_ack_driver_bench.json")
+        return ack_driver_main(args)
     if args.stream:
         if args.json == os.path.join("out", "spark_cluster_bench.json"):
             args.json = os.path.join("out", "spark_cluster_stream_bench.json")
