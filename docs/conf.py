@@ -33,7 +33,7 @@ author = "fastframe developers"
 copyright = "fastframe developers, MIT licence"
 release = version = fastframe.__version__
 
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode"]
+extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.viewcode", "sphinx_copybutton"]
 source_suffix = {".md": "markdown"}
 root_doc = "index"
 exclude_patterns = ["_build", "_generated"]  # _generated: included by the pages
@@ -44,7 +44,11 @@ myst_heading_anchors = 3  # [text](page.md#section-title) links, as on GitHub
 
 html_theme = "furo"
 html_title = f"fastframe {release}"
-html_static_path: list = []
+html_static_path = ["_static"]
+html_css_files = ["fastframe.css"]  # long code lines wrap
+# the copy button copies a console block's commands without the "$ " prompt or the output
+copybutton_prompt_text = "$ "
+copybutton_only_copy_prompt_lines = True
 
 # The docs extra alone builds the site (a documentation host installs only it): the other extras'
 # packages that are not installed are mocked for the whole build, so autodoc still reads the

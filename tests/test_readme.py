@@ -134,3 +134,16 @@ def test_development_commands_are_make_targets(text):
     assert {"demo", "test"} <= set(targets)
     for target in targets:
         assert re.search(rf"^{target}:", makefile, re.M), target
+
+
+def test_benchmark_figures_are_the_benchmarks_pages():
+    """The README's benchmark figures are copied from docs/benchmarks.md, where each table has its run
+    and command: none is from elsewhere (two figures of different runs side by side disagreed)."""
+    section = README.split("\n## Benchmarks\n")[1].split("\n## ")[0]
+    page = (REPO / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    figures = re.findall(r"\d[\d,.]*(?:[kMx×%]| µs| MB/s)", section)
+    assert len(figures) >= 15
+    for figure in figures:
+        number = figure.replace(" µs", "").replace(" MB/s", "")
+        assert number in page, figure
+    assert "`make bench`" in section
