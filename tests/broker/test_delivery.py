@@ -360,3 +360,29 @@ def test_hold_with_the_fixture(stomp_broker: Any) -> None:
                 orders.get(timeout=QUIET)
             stomp_broker.release("/queue/orders")
             assert orders.get(timeout=5).body == b"order-1"
+
+
+@pytest.mark.parametrize(
+    "name", ["test_a_poison_message_ends_in_the_dead_letter_queue", "test_a_late_reply_is_a_timeout"]
+)
+def test_the_server_guides_examples(name: str) -> None:
+    """The guide's examples of this file's features, each with its fixture made here."""
+    import re
+
+    from conftest import REPO
+
+    text = (REPO / "docs" / "guides" / "server.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"^```python\n(.*?)^```$", text, re.M | re.S) if f"def {name}(" in b]
+    namespace: Any = {}
+    exec(compile(block, "server.md", "exec"), namespace)
+    brokers: List[TestBroker] = []
+
+    def factory(**options: Any) -> TestBroker:
+        brokers.append(TestBroker(**options).start())
+        return brokers[-1]
+
+    try:
+        namespace[name](factory if "factory" in block else factory())
+    finally:
+        for broker in brokers:
+            broker.close()

@@ -11,7 +11,16 @@ Destinations are ``/queue/NAME`` (each message to one subscriber, round robin; k
 subscribes) and ``/topic/NAME`` (each message to every subscriber present, dropped when there is none).
 Ack modes are ``auto``, ``client`` (cumulative, per subscription) and ``client-individual``; a NACK, an
 UNSUBSCRIBE or a lost connection puts a queue's unacknowledged messages back at its head, and they are
-delivered again with ``redelivered:true`` (a topic's go back to the same subscription while it lives).
+delivered again with ``redelivered:true`` and ``x-delivery-count:N`` (a topic's go back to the same
+subscription while it lives); past ``max_redeliveries`` (or a queue's ``x-delivery-limit``), after a
+NACK with ``requeue:false`` (every NACK with ``requeue_on_nack=False``) or once expired, a queue's
+message is dead-lettered: to the queue's ``x-dead-letter-exchange``/``-routing-key``, else to
+``dead_letter``, else dropped. A message expires at its ``expires`` (ms since the epoch, ActiveMQ's),
+after its ``expiration`` (ms, RabbitMQ's) or its queue's ``x-message-ttl``; an expired message is
+never delivered, and :meth:`BrokerCore.expire` (which the server calls every 0.1 s) takes expired ones
+out of their queues. ``prefetch-count`` or ``activemq.prefetchSize`` on a SUBSCRIBE with client acks
+bounds the subscription's unacknowledged messages. :meth:`BrokerCore.hold` keeps a destination's
+deliveries until :meth:`BrokerCore.release` (a test's fault).
 
 Temporary queues, as RabbitMQ makes them: a SEND whose ``reply-to`` is ``/temp-queue/NAME`` makes (once
 per session and name) a queue only that session reads, ``/queue/fastframe.temp.<session>.NAME``, and
