@@ -386,3 +386,72 @@ def test_the_server_guides_examples(name: str) -> None:
     finally:
         for broker in brokers:
             broker.close()
+
+
+# ------------------------------------------------------------------------------ the core, on a fake clock
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0  # seconds since the epoch
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_expire_takes_expired_messages_out_of_their_queues_by_the_clock() -> None:
+    from test_core import Client
+
+    clock = Clock()
+    core = BrokerCore(clock=clock, dead_letter="/queue/dlq")
+    client = Client(core)
+    at = int(clock.now * 1000)
+    client.do("SEND", {"destination": "/queue/q", "expires": str(at + 500)}, b"a")
+    client.do("SEND", {"destination": "/queue/q", "expiration": "1000"}, b"b")
+    client.do("SEND", {"destination": "/queue/q", "expires": "0"}, b"never")
+    assert core.expire() == 0 and core.stats()["queued"] == 3
+    clock.now += 0.5  # "a" expires at its time exactly
+    assert core.expire() == 1
+    clock.now += 0.5
+    assert core.expire() == 1 and core.expire() == 0
+    client.do("SUBSCRIBE", {"id": "d", "destination": "/queue/dlq"})
+    client.do("SUBSCRIBE", {"id": "q", "destination": "/queue/q"})
+    got = client.messages()
+    assert [(m.get("subscription"), m.body) for m in got] == [("d", b"a"), ("d", b"b"), ("q", b"never")]
+    assert got[0].get("expires") is None and got[1].get("expiration") is None  # a dead letter does not expire
+    stored = core.stats()["stored_bytes"]
+    assert stored == 0, stored
+
+
+def test_an_expired_message_is_skipped_when_a_consumer_comes_before_the_sweep() -> None:
+    from test_core import Client
+
+    clock = Clock()
+    core = BrokerCore(clock=clock)
+    client = Client(core)
+    client.do("SUBSCRIBE", {"id": "q", "destination": "/queue/q", "x-message-ttl": "100"})
+    client.do("UNSUBSCRIBE", {"id": "q"})
+    client.do("SEND", {"destination": "/queue/q"}, b"old")
+    clock.now += 0.2
+    client.do("SEND", {"destination": "/queue/q"}, b"new")
+    client.do("SUBSCRIBE", {"id": "r", "destination": "/queue/q"})
+    assert [m.body for m in client.messages()] == [b"new"]
+    assert core.stats()["stored_bytes"] == 0
+
+
+def test_a_queue_held_before_it_exists_and_released_after_it_was_forgotten() -> None:
+    from test_core import Client
+
+    core = BrokerCore()
+    client = Client(core)
+    core.hold("/queue/h")
+    client.do("SUBSCRIBE", {"id": "s", "destination": "/queue/h"})
+    client.do("SEND", {"destination": "/queue/h"}, b"1")
+    client.do("UNSUBSCRIBE", {"id": "s"})
+    client.do("SEND", {"destination": "/queue/h"}, b"2")
+    assert client.messages() == [] and core.stats()["queued"] == 2
+    client.do("SUBSCRIBE", {"id": "t", "destination": "/queue/h"})
+    assert client.messages() == []
+    core.release("/queue/h")
+    assert [m.body for m in client.messages()] == [b"1", b"2"]
+    core.release("/queue/h")  # (released twice: nothing happens)
