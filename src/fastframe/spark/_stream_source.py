@@ -143,6 +143,11 @@ class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTrigge
         proven = self._proven.get(dest, 0)
         if max_messages and proven >= start + max_messages:
             return start, start + max_messages  # a backlog already proven: no probe (a task checks what it reads)
+        target = self._target.get(dest) if self._target is not None else None
+        if target is not None and start <= target <= proven:
+            # availableNow: the end it reads to was proven at its start, so no batch probes again (the
+            # first one included), nor the last, which finds the target reached
+            return start, min(target, start + max_messages) if max_messages else target
         begin, end = checked_end(self.opts, dest, start, max_messages)
         self._latest[dest] = end
         if end < begin or end < start:
@@ -222,6 +227,8 @@ class StreamQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTrigge
         from ._stream_read import find_end
 
         self._target = {dest: find_end(self.opts, dest, 0, 0, settle=True) for dest in self.opts.destinations}
+        self._proven.update(self._target)
+        self._latest.update(self._target)
 
     def partitions(self, start: Dict[str, Any], end: Dict[str, Any]) -> Sequence[InputPartition]:
         # one task per destination, or minPartitions tasks each reading a piece of its range (each
