@@ -16,6 +16,8 @@ import time
 from itertools import accumulate, chain
 from typing import Any, List, Optional, Sequence, Tuple
 
+from fastframe.codec import ESCAPE
+
 #: (name, Spark type, nullable, meaning) of every column, in order.
 STREAM_COLUMNS: Tuple[Tuple[str, str, bool, str], ...] = (
     ("destination", "string", False, "the destination as given in the source's options"),
@@ -154,7 +156,7 @@ def messages_to_batch(
 #: ``error_code`` of a message whose headers hold bytes that are not UTF-8.
 INVALID_UTF8 = "invalid-utf8"
 #: STOMP 1.2's escapes, as ``raw_headers`` writes them.
-_ESCAPE_1_2 = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", ":": "\\c"})
+_ESCAPE_1_2 = str.maketrans(ESCAPE["1.2"])
 
 
 def _text(value: str) -> str:
