@@ -58,6 +58,8 @@ def decoder_options(control: bytes) -> Dict[str, Any]:
             options[flag] = True
     if VERSIONS[b0 >> 6]:
         options["escapes"] = VERSIONS[b0 >> 6]
+    if control[2] >> 7:  # (max_header_count takes the low 3 bits)
+        options["keep_invalid_utf8"] = True
     for shift, flag in ((0, "allow_colon_in_value"), (2, "allow_bare_cr")):
         if TRISTATE[b1 >> shift & 3] is not None:
             options[flag] = TRISTATE[b1 >> shift & 3]
