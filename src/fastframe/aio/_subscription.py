@@ -161,9 +161,9 @@ class Subscription:
     ) -> None:
         if max_queue < 1:
             raise ValueError("max_queue must be at least 1")
-        self.id = id
-        self.destination = destination
-        self.ack = ack
+        self.id = id  #: The subscription's id (the SUBSCRIBE's ``id`` header; MESSAGEs name it).
+        self.destination = destination  #: The destination subscribed to.
+        self.ack = ack  #: The ack mode: ``"auto"``, ``"client"`` or ``"client-individual"``.
         self.headers = headers
         self.max_queue = max_queue
         self._client = client

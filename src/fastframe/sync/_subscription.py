@@ -109,18 +109,22 @@ class Message:
 
     @property
     def subscription(self) -> Optional[str]:
+        """The ``subscription`` header: the id of the subscription it came to (``None`` in STOMP 1.0)."""
         return self._message.subscription
 
     @property
     def message_id(self) -> Optional[str]:
+        """The ``message-id`` header."""
         return self._message.message_id
 
     @property
     def ack_id(self) -> Optional[str]:
+        """What an ACK or NACK of this message names (STOMP 1.2's ``ack`` header, else ``message-id``)."""
         return self._message.ack_id
 
     @property
     def destination(self) -> Optional[str]:
+        """The ``destination`` header."""
         return self._message.destination
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:
@@ -196,14 +200,17 @@ class Subscription:
 
     @property
     def id(self) -> str:
+        """The subscription's id (the SUBSCRIBE's ``id`` header; MESSAGEs name it)."""
         return self._inner.id
 
     @property
     def destination(self) -> str:
+        """The destination subscribed to."""
         return self._inner.destination
 
     @property
     def ack(self) -> str:
+        """The ack mode: ``"auto"``, ``"client"`` or ``"client-individual"``."""
         return self._inner.ack
 
     def __len__(self) -> int:
