@@ -194,9 +194,12 @@ def test_the_reference_documents_each_name_once_and_indexed(site: Path) -> None:
     sync_page = (site / "api" / "sync.html").read_text(encoding="utf-8")
     client = re.search(r'<dt class="sig sig-object py" id="fastframe.sync.Client">(.*?)</dt>', sync_page, re.S)
     assert client and "runner" not in client.group(1) and "sig-paren" not in client.group(1)
-    for name in ("Message.subscription", "Message.message_id", "Subscription.ack"):
-        entry = re.search(rf'id="fastframe.sync.{name}">.*?</dt>\s*<dd>(.*?)</dd>', sync_page, re.S)
-        assert entry and re.sub(r"<[^>]+>", "", entry.group(1)).strip(), f"fastframe.sync.{name} has no text"
+    aio_page = (site / "api" / "aio.html").read_text(encoding="utf-8")
+    for page, name in [
+        (sync_page, f"sync.{n}") for n in ("Message.subscription", "Message.message_id", "Subscription.ack")
+    ] + [(aio_page, "aio.Subscription.id")]:
+        entry = re.search(rf'id="fastframe.{name}">.*?</dt>\s*<dd>(.*?)</dd>', page, re.S)
+        assert entry and re.sub(r"<[^>]+>", "", entry.group(1)).strip(), f"fastframe.{name} has no text"
 
 
 def test_the_errors_page_lists_every_exception_class(site: Path) -> None:
