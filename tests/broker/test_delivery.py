@@ -20,7 +20,7 @@ from fastframe.broker import BrokerCore
 from fastframe.server import Broker
 from fastframe.testing import TestBroker
 
-QUIET = 0.3  # seconds a test waits to see that nothing (more) comes
+QUIET = 0.2  # seconds a test waits to see that nothing (more) comes
 
 
 def run(coro: Any) -> Any:
@@ -47,7 +47,7 @@ def test_expired_messages_are_not_delivered() -> None:
                 now = now_ms()
                 for body, headers in (
                     (b"expires-past", {"expires": str(now - 1000)}),  # ActiveMQ's: ms since the epoch
-                    (b"expires-soon", {"expires": str(now + 200)}),
+                    (b"expires-soon", {"expires": str(now + 100)}),
                     (b"expires-later", {"expires": str(now + 60_000)}),
                     (b"expires-0", {"expires": "0"}),  # 0: never
                     (b"expiration-100", {"expiration": "100"}),  # RabbitMQ's: a TTL in ms
@@ -55,7 +55,7 @@ def test_expired_messages_are_not_delivered() -> None:
                     (b"plain", {}),
                 ):
                     await client.send("/queue/q", body, headers, receipt=True)
-                await asyncio.sleep(0.5)
+                await asyncio.sleep(0.3)  # (the shortest lives are 100 ms)
                 async with await client.subscribe("/queue/q") as sub:
                     got = [await sub.get(timeout=5) for _ in range(4)]
                     await nothing_more(sub)
