@@ -176,6 +176,7 @@ def test_the_stream_command_prints_the_cause_not_the_first_line(monkeypatch: Any
             pass
 
     monkeypatch.setattr(_stream, "start_session", lambda *args: FailingSession())
+    monkeypatch.setattr(_stream, "_unreachable", lambda *args: None)  # no broker needed: the query fails first
     assert cli_main(["stream", "/queue/a", "--out", str(tmp_path / "o")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
