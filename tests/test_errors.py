@@ -685,6 +685,9 @@ def test_keep_invalid_utf8(codec: ModuleType) -> None:
     # CONNECT's headers are not unescaped: kept as they come
     (frame,) = ok(codec, b"CONNECT\nlogin:\xfe\\n\n\n\0", keep_invalid_utf8=True)
     assert frame.get("login") == "\udcfe\\n"
+    # the encoder writes UTF-8 only: such a frame is refused, not written with other bytes
+    with pytest.raises(EncodeError, match="cannot encode as UTF-8"):
+        frame.encode()
     with pytest.raises(TypeError, match="keep_invalid_utf8"):
         codec.Decoder(keep_invalid_utf8="yes")
 
