@@ -97,3 +97,8 @@ def test_stream_without_a_broker_fails_at_once(tmp_path):
     line = one_line_failure(done)
     assert line.startswith(f"fastframe stream: cannot connect to the broker at 127.0.0.1:{port}: ")
     assert "check --host, --port" in line and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_broker_user_without_a_passcode_separator():
+    line = one_line_failure(fastframe_cli("broker", "--port", "0", "--user", "guest"), rc=2)
+    assert line == "fastframe broker: error: argument --user: not LOGIN:PASSCODE: 'guest'"

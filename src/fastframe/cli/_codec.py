@@ -76,7 +76,8 @@ def add_commands(commands: Any) -> Dict[str, Callable[[argparse.Namespace], int]
     brk.add_argument("--port", type=_args.port, default=61613, help="port to listen on (default 61613; 0: a free one)")
     brk.add_argument("--ws-port", type=_args.port, default=None, metavar="W",
                      help="serve STOMP over WebSocket too, at ws://HOST:W/ws (0: a free port; the ws extra)")  # fmt: skip
-    brk.add_argument("--user", action="append", metavar="LOGIN:PASSCODE", help="accept only these logins (repeat)")
+    brk.add_argument("--user", action="append", type=_login_passcode, metavar="LOGIN:PASSCODE",
+                     help="accept only these logins (repeat)")  # fmt: skip
     brk.add_argument(
         "--heartbeat", type=_heartbeat_pair, default=(10_000, 10_000), metavar="SX,SY",
         help="the heart-beat header of CONNECTED, in ms: can send every SX, wants one every SY (default 10000,10000)",
@@ -248,12 +249,19 @@ def _heartbeat_pair(text: str) -> Tuple[int, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _login_passcode(text: str) -> Tuple[str, str]:
+    login, colon, passcode = text.partition(":")
+    if not colon or not login:
+        raise argparse.ArgumentTypeError(f"not LOGIN:PASSCODE: {text!r}")
+    return login, passcode
+
+
 def _cmd_broker(args: argparse.Namespace) -> int:
     import asyncio
 
     from ..server import run_broker  # asyncio and the broker load only for this command
 
-    users = dict(item.partition(":")[::2] for item in args.user) if args.user else None
+    users = dict(args.user) if args.user else None
     options: Dict[str, Any] = {}
     if args.ws_port is not None:
         options["ws_port"] = args.ws_port
