@@ -340,7 +340,7 @@ class TestBroker:
         self._run(lambda: setattr(self, "receipt_delay", float(seconds)))
 
     def hold(self, destination: str) -> None:
-        """Hold the deliveries of ``destination`` (``/queue/NAME`` or ``/topic/NAME``): what is sent
+        """Hold the deliveries of ``destination`` (``/queue/NAME`` or ``/topic/NAME``, not a stream): what is sent
         there is accepted, and its RECEIPT sent, but reaches no subscriber until :meth:`release` (a
         queue keeps it; a topic keeps a copy for each subscription present when it was sent). Exercises
         a consumer's receive timeouts and a requester's reply timeout while the broker is up and well,

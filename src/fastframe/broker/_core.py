@@ -465,7 +465,7 @@ class BrokerCore:
             if queue is not None:
                 consumers = queue.consumers
                 if not consumers or queue.messages or queue.special:
-                    self._receive_one(session, frame)  # stored, in order behind what is stored; or held, ...
+                    self._receive_one(session, frame)  # stored behind what is stored; held, a TTL, a prefetch
                     continue
                 index = queue.next if queue.next < len(consumers) else 0  # _next_consumer, inlined
                 queue.next = index + 1
@@ -788,9 +788,10 @@ class BrokerCore:
     # ------------------------------------------------------------------ held destinations
 
     def hold(self, destination: str) -> None:
-        """Hold the deliveries of a queue or topic (``/queue/NAME``, ``/topic/NAME``): what is sent there
-        is accepted (and its receipt sent) but reaches nobody until :meth:`release`. A queue keeps it
-        stored; a topic keeps each copy for the subscriptions present when it was sent."""
+        """Hold the deliveries of a queue or topic (``/queue/NAME``, ``/topic/NAME``; not a stream's):
+        what is sent there is accepted (and its receipt sent) but reaches nobody until :meth:`release`.
+        A queue keeps it stored; a topic keeps each copy for the subscriptions present when it was sent
+        (outside ``max_stored_bytes``: a fault for tests)."""
         if destination in self.held:
             return
         self.held[destination] = []
