@@ -53,7 +53,8 @@ NOT_AN_INT = "{} must be an int, not {}"
 
 
 class FrameError(ValueError):
-    """Base class of every error raised by fastframe."""
+    """Base class of the errors about frames: the codec's, the specification checks' and the
+    protocol's (a dropped connection is a ``ConnectionError`` instead)."""
 
 
 class DecodeError(FrameError):
