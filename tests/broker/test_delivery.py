@@ -279,6 +279,20 @@ def test_prefetch_bounds_the_unacknowledged_messages_of_a_queue_subscription(hea
         run(main())
 
 
+def test_prefetch_as_the_blocking_client_sees_it() -> None:
+    with TestBroker() as broker:
+        with fastframe.sync.connect(broker.host, broker.port) as client:
+            for n in range(3):
+                client.send("/queue/p", b"m%d" % n, receipt=True)
+            with client.subscribe("/queue/p", ack="client-individual", headers={"prefetch-count": "1"}) as sub:
+                first = sub.get(timeout=5)
+                with pytest.raises(TimeoutError):
+                    sub.get(timeout=QUIET)
+                first.ack()
+                assert sub.get(timeout=5).body == b"m1"
+            assert broker.core.stats()["queued"] == 2  # m1 unacknowledged went back, m2 never left
+
+
 def test_prefetch_with_cumulative_acks_and_auto_ack() -> None:
     with TestBroker() as broker:
 
