@@ -216,9 +216,9 @@ def test_a_program_ends_quietly_with_a_paused_subscription(twin: str, ending: st
 def test_a_subscription_holds_at_most_its_documented_bound_while_the_consumer_sleeps(
     during_a_receipt_wait: bool,
 ) -> None:
-    # the defaults: max_queue 500, at most 1,000 messages held (1,125 while a receipt is awaited),
-    # plus the rest of the socket read that filled the asyncio half (at most 256 KiB)
-    count, body = 3000, 2048
+    # the defaults: max_queue 1,000 messages held (twice that while a receipt is awaited), plus the
+    # rest of the socket read that reached the bound (at most 256 KiB)
+    count, body = 5000, 2048
     with FakeServerThread(answer_receipts=not during_a_receipt_wait) as server:
         client = fastframe.sync.connect("127.0.0.1", server.port)
         try:
@@ -234,8 +234,8 @@ def test_a_subscription_holds_at_most_its_documented_bound_while_the_consumer_sl
                 for n in range(count):
                     peer.deliver(sub.id, b"%06d" % n + b"f" * (body - 6))
 
-            server.call(flood)  # 6 MB: far more than both halves and the socket buffers hold
-            bound = 1125 if during_a_receipt_wait else 1000
+            server.call(flood)  # 10 MB: far more than the subscription and the socket buffers hold
+            bound = 2000 if during_a_receipt_wait else 1000
             deadline, held, last = time.monotonic() + 5, -1, sub.held
             while held != last and time.monotonic() < deadline:  # the consumer sleeps until nothing more comes
                 time.sleep(0.3)

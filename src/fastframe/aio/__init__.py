@@ -10,6 +10,7 @@ API summary::
         await client.send(destination, body, headers=None, *, content_type=None, transaction=None,
                           receipt=False, timeout=None, content_length=True)
         reply = await client.request(destination, body, headers=None, *, timeout=None)  # reply-to, correlation-id
+        await client.subscribe_into(receiver)  # a Receiver of your own (the blocking client's subscriptions)
         await client.ack(message_or_kept_id, *, subscription=None, transaction=None, receipt=False)
         async with await client.subscribe(destination, ack="client-individual") as sub:
             async for message in sub:          # Message: frame, body, headers, get(), text()
@@ -42,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._client import Client, Reconnect, connect, log_unrouted, start_call
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
-from ._subscription import Message, Subscription, Transaction
+from ._subscription import BaseMessage, Message, Receiver, Subscription, Transaction
 from ._transport import ClientSession
 
 if TYPE_CHECKING:
@@ -60,11 +61,13 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "BaseMessage",
     "Broker",
     "Client",
     "ConnectionClosedError",
     "HeartbeatTimeout",
     "Message",
+    "Receiver",
     "Reconnect",
     "ServerError",
     "ClientSession",

@@ -29,7 +29,7 @@ from typing import (
 
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
-from ._subscription import Message, Subscription, Transaction
+from ._subscription import BaseMessage, Message, Receiver, Subscription, Transaction
 from ._transport import ClientSession, FrameHook, WireHook
 
 __all__ = ["Client", "Reconnect", "connect", "log_unrouted", "start_call"]
@@ -167,6 +167,7 @@ class Client:
         headers: Headers = None,
         on_unrouted: Optional[UnroutedHook] = None,
         reply_to: Optional[str] = None,
+        message_class: Optional[Callable[..., BaseMessage]] = None,
     ) -> None:
         if not servers:
             raise ValueError("at least one server is needed")
@@ -198,7 +199,11 @@ class Client:
         self._reply_session: Optional[ClientSession] = None  # the session whose replies are set up
         self._ended_subscriptions: Dict[str, None] = {}
         self._session: Optional[ClientSession] = None
-        self._subscriptions: Dict[str, Subscription] = {}
+        self._subscriptions: Dict[str, Receiver] = {}
+        #: What the connection builds each MESSAGE with: called with the event's fields and
+        #: ``session=`` (the :class:`ClientSession` that read it); a :class:`Message` bound to this
+        #: client unless :func:`connect` was given another (the blocking client's).
+        self.message_class: Callable[..., BaseMessage] = message_class or functools.partial(Message, client=self)
         self._ready = asyncio.Event()  # set while a session is connected
         self._closing = False
         self._reconnector: Optional[asyncio.Task[None]] = None
@@ -258,7 +263,7 @@ class Client:
             wire_hook=self._hooks[1],
             coalesce_reads=self.coalesce_reads,
         )
-        conn.message_class = functools.partial(Message, client=self, session=session)
+        conn.message_class = functools.partial(self.message_class, session=session)
         login, passcode = self._credentials
         versions: Sequence[str] = self._versions
         started = asyncio.get_running_loop().time()
@@ -282,7 +287,7 @@ class Client:
         self._session = session
         self.connections += 1
         for sub in self._subscriptions.values():  # re-establish, with the same ids
-            sub._drop_stale(session)
+            sub.restart(session)
             session.write(conn.subscribe(sub.id, sub.destination, ack=sub.ack, headers=sub.headers))
         session.closed.add_done_callback(lambda _: self._session_ended(session))
         self._ready.set()
@@ -319,26 +324,26 @@ class Client:
             cause = error
         self._error = cause
         for sub in self._subscriptions.values():
-            sub._finish(cause)
+            sub.finish(cause)
         self._ready.set()  # wake senders waiting for a reconnect: they see the error
 
-    def _route(self, message: Message) -> None:
+    def _route(self, message: BaseMessage) -> None:
         """The one place a message reaches its subscription (whatever hooks are set), or its request."""
         sub = self._subscriptions.get(message.subscription or "")
         if sub is not None:
-            sub._put(message, self._closing)
+            sub.deliver(message, self._closing)
         elif message.subscription not in self._ended_subscriptions:
             self._unrouted(message)
 
-    def _unrouted(self, message: Message) -> None:
+    def _unrouted(self, message: BaseMessage) -> None:
         """A MESSAGE for no subscription of ours: a request's reply, else ``on_unrouted``'s."""
         correlation = message.get("correlation-id")
         waiting = self._requests.get(correlation) if correlation is not None else None
         if waiting is not None and not waiting[0].done():
-            waiting[0].set_result(message)
+            waiting[0].set_result(message)  # type: ignore[arg-type]  # (built by message_class)
             return
         try:
-            self.on_unrouted(message)
+            self.on_unrouted(message)  # type: ignore[arg-type]  # (built by message_class)
         except Exception:  # a hook's mistake must not reach the event loop (nor end the session)
             log.exception("on_unrouted raised; the message is dropped")
 
@@ -433,7 +438,7 @@ class Client:
         session = self._session
         if (
             session is None
-            or not session._can_write
+            or not session.writable
             or session.conn.state is not _CONNECTED
             or self._error is not None
             or session.closed.done()
@@ -493,10 +498,18 @@ class Client:
     ) -> Subscription:
         """SUBSCRIBE and return the :class:`Subscription` (an async iterator of :class:`Message`)."""
         sub_id = id or self._new_id("sub-")
+        sub = Subscription(self, sub_id, destination, ack, header_list(headers), max_queue or self.max_queue)
+        await self.subscribe_into(sub, receipt=receipt, timeout=timeout)
+        return sub
+
+    async def subscribe_into(self, sub: Receiver, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+        """SUBSCRIBE for a :class:`Receiver` made elsewhere (the blocking client's subscriptions):
+        its ``id``, ``destination``, ``ack`` and ``headers`` make the frame; the client then routes
+        its messages into it with ``deliver``, as it does for a :class:`Subscription`. On failure
+        ``sub`` is finished (see "When a request fails" in :func:`connect`)."""
+        sub_id, destination, ack, pairs = sub.id, sub.destination, sub.ack, sub.headers
         if sub_id in self._subscriptions:
             raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
-        pairs = header_list(headers)
-        sub = Subscription(self, sub_id, destination, ack, pairs, max_queue or self.max_queue)
 
         def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
             data = conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid)
@@ -508,9 +521,8 @@ class Client:
         except BaseException as exc:
             self._abandon(sub, exc)
             raise
-        return sub
 
-    def _abandon(self, sub: Subscription, error: BaseException) -> None:
+    def _abandon(self, sub: Receiver, error: BaseException) -> None:
         # subscribe() failed (see "When a request fails" in connect()): no subscription is left at
         # the broker, in the protocol connection or among the transport's reasons to pause, and what
         # arrived for it before the failure stays readable from the error's ``subscription``
@@ -519,12 +531,12 @@ class Client:
         session = self._session
         if session is not None and self.is_connected and sub.id in session.conn.subscriptions:
             session.write(session.conn.unsubscribe(sub.id))  # (no receipt: nothing more to wait for)
-        sub._resume_reading()
-        sub._finish(error if isinstance(error, ConnectionClosedError) else None)
+        sub.release()
+        sub.finish(error if isinstance(error, ConnectionClosedError) else None)
         if isinstance(error, Exception):
             error.subscription = sub  # type: ignore[attr-defined]
 
-    async def unsubscribe(self, sub: Subscription, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
+    async def unsubscribe(self, sub: Receiver, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
         if self._subscriptions.pop(sub.id, None) is None:
             return
@@ -532,8 +544,8 @@ class Client:
         ended[sub.id] = None
         if len(ended) > _ENDED_SUBSCRIPTIONS_KEPT:
             del ended[next(iter(ended))]
-        sub._finish(None)
-        sub._resume_reading()
+        sub.finish(None)
+        sub.release()
         await self._request(
             lambda conn, rid: conn.unsubscribe(sub.id, receipt=rid) if sub.id in conn.subscriptions else None,
             receipt,
@@ -581,7 +593,7 @@ class Client:
         receipt: bool,
         timeout: Optional[float],
     ) -> None:
-        if isinstance(message, Message) and (message.session is not self._session or not self.is_connected):
+        if isinstance(message, BaseMessage) and (message.session is not self._session or not self.is_connected):
             raise StaleMessageError(f"cannot {command} a message of an earlier connection; it will be redelivered")
         method = ClientConnection.ack if command == "ACK" else ClientConnection.nack
         await self._request(
@@ -798,6 +810,7 @@ def connect(
     headers: Headers = None,
     on_unrouted: Optional[UnroutedHook] = None,
     reply_to: Optional[str] = None,
+    message_class: Optional[Callable[..., BaseMessage]] = None,
     **options: Any,
 ) -> _Connector:
     """Connect to a STOMP server: ``async with connect(host, port) as client`` (or ``await connect(...)``).
@@ -825,7 +838,9 @@ def connect(
     where :meth:`Client.request`'s replies go: by default ``/temp-queue/fastframe-<random>``, a
     temporary queue of the connection on RabbitMQ, ActiveMQ and the in-memory broker; on a broker
     without temporary queues, name a queue only this client reads (the client subscribes to it
-    once per connection).
+    once per connection). ``message_class`` builds each MESSAGE (see :attr:`Client.message_class`;
+    the blocking client passes its own :class:`fastframe.sync.Message`, so each message is one
+    object whichever client reads it).
 
     When a request fails (its ``timeout`` passes, it is cancelled, or the connection ends), what is
     left where:
@@ -869,5 +884,6 @@ def connect(
         heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
         reconnect=reconnect, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng, options=options,
         coalesce_reads=coalesce_reads, headers=headers, on_unrouted=on_unrouted, reply_to=reply_to,
+        message_class=message_class,
     )  # fmt: skip
     return _Connector(client)

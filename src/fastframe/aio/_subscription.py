@@ -1,4 +1,4 @@
-"""What subscriptions yield, the subscriptions themselves (bounded queues), and transactions.
+"""What subscriptions yield, the subscriptions themselves (an inbox and a waiter), and transactions.
 
 They reach the client through :class:`ClientLike`, the client's public calls they make, so this
 module does not import the client's (which imports this one).
@@ -7,10 +7,10 @@ module does not import the client's (which imports this one).
 from __future__ import annotations
 
 import asyncio
-import collections
-from typing import TYPE_CHECKING, Any, Deque, Dict, List, Optional, Protocol, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import spec
+from ..protocol import Inbox
 from ..protocol import Message as MessageEvent
 from ._errors import ConnectionClosedError
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 
-__all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
+__all__ = ["BaseMessage", "ClientLike", "Message", "Receiver", "SessionLike", "Subscription", "Transaction"]
 
 
 class SessionLike(Protocol):
@@ -61,7 +61,7 @@ class ClientLike(Protocol):
     ) -> None:
         """NACK ``message``."""
 
-    async def unsubscribe(self, sub: Subscription, *, receipt: bool, timeout: Optional[float]) -> None:
+    async def unsubscribe(self, sub: Receiver, *, receipt: bool, timeout: Optional[float]) -> None:
         """UNSUBSCRIBE ``sub``."""
 
     async def begin(self, tx: str, *, timeout: Optional[float]) -> None:
@@ -74,13 +74,14 @@ class ClientLike(Protocol):
         """ABORT ``tx``."""
 
 
-class Message(MessageEvent):
-    """A MESSAGE delivered to a subscription: the :class:`fastframe.protocol.Message` event itself
-    (``frame``, ``subscription``, ``message_id``, ``ack_id``, ``destination``), plus ``body`` (bytes),
-    header lookups and ``ack()``/``nack()``. The client's connection builds it as its
-    ``message_class``, bound to the client and the session that read it: one object per message."""
+class BaseMessage(MessageEvent):
+    """What both clients' messages are: the :class:`fastframe.protocol.Message` event itself
+    (``frame``, ``subscription``, ``message_id``, ``ack_id``, ``destination``), plus ``body``
+    (bytes), header lookups and the session that read it. The client's connection builds each
+    MESSAGE as its ``message_class`` (one object per message); :class:`Message` (the asyncio
+    client's) and :class:`fastframe.sync.Message` (the blocking client's) add ``ack()``/``nack()``."""
 
-    __slots__ = ("_client", "_session")
+    __slots__ = ("_session",)
     # one delivery is one object: compared and hashed by identity, not by its fields
     __eq__ = object.__eq__
     __ne__ = object.__ne__
@@ -94,11 +95,10 @@ class Message(MessageEvent):
         ack_id: Optional[str] = None,
         destination: Optional[str] = None,
         *,
-        client: ClientLike,
         session: SessionLike,
     ) -> None:
         MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)
-        self._client, self._session = client, session
+        self._session = session
 
     @property
     def event(self) -> MessageEvent:
@@ -129,6 +129,30 @@ class Message(MessageEvent):
         """The body decoded by its content-type (see :func:`fastframe.spec.body_text`)."""
         return spec.body_text(self._frame, default_charset)
 
+    def __repr__(self) -> str:
+        return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
+
+
+class Message(BaseMessage):
+    """A MESSAGE delivered to a subscription of the asyncio client: a :class:`BaseMessage` with
+    ``await ack()`` and ``await nack()``, bound to the client that read it."""
+
+    __slots__ = ("_client",)
+
+    def __init__(
+        self,
+        frame: Any,
+        subscription: Optional[str] = None,
+        message_id: Optional[str] = None,
+        ack_id: Optional[str] = None,
+        destination: Optional[str] = None,
+        *,
+        client: ClientLike,
+        session: SessionLike,
+    ) -> None:
+        MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)  # (one call less per message)
+        self._session, self._client = session, client
+
     async def ack(
         self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None
     ) -> None:
@@ -141,93 +165,102 @@ class Message(MessageEvent):
         """Refuse the message (STOMP 1.1 and later)."""
         await self._client.nack(self, transaction=transaction, receipt=receipt, timeout=timeout)
 
-    def __repr__(self) -> str:
-        return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"
+
+class Receiver(Protocol):
+    """Where the client routes a subscription's messages: :class:`Subscription`, and the blocking
+    client's (:meth:`Client.subscribe_into`). The client calls these on its event loop."""
+
+    id: str
+    destination: str
+    ack: str
+    headers: List[Tuple[str, str]]
+
+    def deliver(self, message: BaseMessage, closing: bool) -> None:
+        """Queue ``message`` (``closing``: the client is closing down, reading freely)."""
+
+    def finish(self, error: Optional[BaseException]) -> None:
+        """No more messages: after the queued ones, iteration stops (``None``) or raises ``error``."""
+
+    def release(self) -> None:
+        """Withdraw any pause of reading this subscription asked for (it ended)."""
+
+    def restart(self, session: SessionLike) -> None:
+        """A reconnect replaced the session: drop what the broker redelivers, pause ``session`` if full."""
 
 
 class Subscription:
     """An async iterator of :class:`Message`; ``async with`` unsubscribes on exit.
 
-    The queue holds at most ``max_queue`` messages: when it is full the client stops reading the
-    socket and reads again once half of it is consumed, so memory stays bounded. While a receipt is
-    awaited reading goes on up to twice ``max_queue`` (the RECEIPT may come behind MESSAGEs); past
-    that a receipt wait ends at its deadline: set the broker's prefetch to bound what it sends.
-    Each bound holds to one socket read: the read that fills the queue is queued whole, so the
-    queue holds at most its bound plus the rest of that read (a read is at most 256 KiB).
+    The queue (a :class:`fastframe.protocol.Inbox`) holds at most ``max_queue`` messages: when it is
+    full the client stops reading the socket and reads again once half of it is consumed, so
+    memory stays bounded. While a receipt is awaited reading goes on up to twice ``max_queue`` (the
+    RECEIPT may come behind MESSAGEs); past that a receipt wait ends at its deadline: set the
+    broker's prefetch to bound what it sends. Each bound holds to one socket read: the read that
+    reaches it is queued whole, so the queue holds at most its bound plus the rest of that read (a
+    read is at most 256 KiB).
     """
 
     def __init__(
         self, client: ClientLike, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
     ) -> None:
-        if max_queue < 1:
-            raise ValueError("max_queue must be at least 1")
+        self._inbox: Inbox[Message] = Inbox(max_queue)
         self.id = id  #: The subscription's id (the SUBSCRIBE's ``id`` header; MESSAGEs name it).
         self.destination = destination  #: The destination subscribed to.
         self.ack = ack  #: The ack mode: ``"auto"``, ``"client"`` or ``"client-individual"``.
         self.headers = headers
         self.max_queue = max_queue
         self._client = client
-        self._queue: Deque[Message] = collections.deque()
         self._waiter: Optional[asyncio.Future[None]] = None
         self._end: Optional[BaseException] = None
         self._ended = False
-        self._hard = False  # the queue reached twice its bound: even a receipt wait does not read on
-        self._paused_on: Optional[SessionLike] = None  # the session this queue asked to pause reading
 
     def __len__(self) -> int:
-        return len(self._queue)
+        return len(self._inbox)
 
-    def _put(self, message: Message, closing: bool) -> None:
-        queue = self._queue
-        if closing and len(queue) >= 2 * self.max_queue:
-            return  # disconnecting reads the socket freely: the queue keeps its hard bound, the rest is dropped
-        queue.append(message)
-        if len(queue) >= self.max_queue:
-            hard = len(queue) >= 2 * self.max_queue
-            session = message._session
-            if session is not self._paused_on or hard is not self._hard:  # asked once per change
-                self._hard, self._paused_on = hard, session
-                session.pause_reading(self, hard=hard)
+    # ------------------------------------------------------------------ the client's side (Receiver)
+
+    def deliver(self, message: BaseMessage, closing: bool) -> None:
+        """(The client's routing) Queue ``message``; wake a waiting reader."""
+        inbox = self._inbox
+        if len(inbox.items) < inbox.room:
+            inbox.items.append(message)  # type: ignore[arg-type]  # (what put() does below the bound, no call)
+        else:
+            inbox.put(message, message._session, closing)  # type: ignore[arg-type]  # (the client's message_class)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None  # woken once: the messages after this one need not look at it
             if not waiter.done():
                 waiter.set_result(None)
 
-    def _resume_reading(self) -> None:
-        """Withdraw this queue's reason to pause reading (from the session it asked)."""
-        session, self._paused_on = self._paused_on, None
-        if session is not None:
-            session.resume_reading(self)
-
-    def _finish(self, error: Optional[BaseException]) -> None:
-        """No more messages: iteration stops (``error`` None) or raises ``error`` once the queue is empty."""
+    def finish(self, error: Optional[BaseException]) -> None:
+        """(The client) No more messages: iteration stops (``error`` None) or raises ``error`` once
+        the queue is empty."""
         self._ended, self._end = True, error
-        self._wake()
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
-    def _drop_stale(self, session: SessionLike) -> None:
-        """After a reconnect: drop unacknowledged messages of the old session; the broker redelivers them."""
-        if self.ack != "auto":
-            self._queue = collections.deque(m for m in self._queue if m._session is session)
-        if len(self._queue) >= self.max_queue:
-            self._hard, self._paused_on = False, session
-            session.pause_reading(self)
+    def release(self) -> None:
+        """(The client) Withdraw this queue's pause of reading (the subscription ended)."""
+        self._inbox.release()
 
-    def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+    def restart(self, session: SessionLike) -> None:
+        """(The client, after a reconnect) Unacknowledged messages of the old session are dropped:
+        the broker redelivers them on the new one."""
+        self._inbox.restart(session, keep=self.ack == "auto")
+
+    # ------------------------------------------------------------------ the reader's side
 
     def __aiter__(self) -> Subscription:
         return self
 
     async def __anext__(self) -> Message:
-        queue = self._queue
-        if queue and self._paused_on is None and not self._hard:
-            return queue.popleft()  # reading is not paused for this queue: _take would do no more
-        if not self._hard and len(queue) > self.max_queue // 2 + 1:
-            return queue.popleft()  # paused, but not yet half consumed: _take would do no more
-        if queue:
-            return self._take()  # no wait, no second coroutine
+        inbox = self._inbox
+        if inbox.items:
+            message = inbox.items.popleft()
+            if inbox.pause and inbox.settle_due:
+                inbox.settle()
+            return message
         try:
             return await self.get()
         except _Ended:
@@ -235,7 +268,8 @@ class Subscription:
 
     async def get(self, *, timeout: Optional[float] = None) -> Message:
         """The next message; waits at most ``timeout`` seconds (``asyncio.TimeoutError``)."""
-        while not self._queue:
+        inbox = self._inbox
+        while not inbox.items:
             if self._ended:
                 if self._end is not None:
                     raise self._end
@@ -248,43 +282,30 @@ class Subscription:
                     await asyncio.wait_for(waiter, timeout)
             finally:
                 self._waiter = None
-        return self._take()
+        message = inbox.items.popleft()
+        if inbox.pause and inbox.settle_due:
+            inbox.settle()
+        return message
 
     def get_nowait(self) -> Message:
         """The next queued message without waiting (:class:`asyncio.QueueEmpty` when none is queued,
         whether or not the subscription ended)."""
-        if not self._queue:
+        inbox = self._inbox
+        if not inbox.items:
             raise asyncio.QueueEmpty
-        return self._take()
+        message = inbox.items.popleft()
+        if inbox.pause and inbox.settle_due:
+            inbox.settle()
+        return message
 
     def get_batch(self, limit: int) -> List[Message]:
         """Up to ``limit`` queued messages at once, oldest first, without waiting (an empty list when
         none is queued): what ``limit`` calls of :meth:`get_nowait` take, with one look at flow control."""
-        queue = self._queue
-        if limit >= len(queue):
-            batch = list(queue)
-            queue.clear()
-        else:
-            popleft = queue.popleft
-            batch = [popleft() for _ in range(limit)]
-        if batch:
-            self._taken(len(queue), batch[-1]._session)
+        inbox = self._inbox
+        batch = inbox.take_batch(limit)
+        if inbox.settle_due:
+            inbox.settle()
         return batch
-
-    def _take(self) -> Message:
-        message = self._queue.popleft()
-        self._taken(len(self._queue), message._session)
-        return message
-
-    def _taken(self, left: int, session: SessionLike) -> None:
-        # messages were taken, ``left`` remain (the last taken was read by ``session``)
-        if left <= self.max_queue // 2:
-            if self._paused_on is not None:
-                self._hard = False
-                self._resume_reading()
-        elif self._hard and left < 2 * self.max_queue:
-            self._hard, self._paused_on = False, session
-            session.pause_reading(self)  # below the hard bound: a receipt wait may read on
 
     async def unsubscribe(self, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE (waiting for the receipt); iteration stops after the queued messages."""

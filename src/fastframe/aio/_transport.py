@@ -19,11 +19,12 @@ from ..protocol import (
     Error,
     HeartbeatReceived,
     ProtocolError,
+    ReadPauses,
     Receipt,
     State,
 )
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError
-from ._subscription import Message
+from ._subscription import BaseMessage
 
 __all__ = ["ClientSession", "FrameHook", "WireHook"]
 
@@ -90,11 +91,11 @@ class _Reader(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._session._writable.clear()
-        self._session._can_write = False
+        self._session.writable = False
 
     def resume_writing(self) -> None:
         self._session._writable.set()
-        self._session._can_write = True
+        self._session.writable = True
 
 
 class _BufferedReader(_Reader, asyncio.BufferedProtocol):
@@ -147,7 +148,7 @@ class ClientSession:
     def __init__(
         self,
         conn: ClientConnection,
-        on_message: Callable[[Message], None],
+        on_message: Callable[[BaseMessage], None],
         *,
         frame_hook: Optional[FrameHook] = None,
         wire_hook: Optional[WireHook] = None,
@@ -167,10 +168,12 @@ class ClientSession:
         self._receipts: Dict[str, asyncio.Future[Receipt]] = {}
         self._writable = asyncio.Event()
         self._writable.set()
-        self._can_write = True  # what _writable says, read without a call on every send
+        #: Whether the socket's write buffer is below its high-water mark (``drain()`` would not
+        #: wait): what ``_writable`` says, an attribute so every send reads it without a call
+        self.writable = True
         self._corked: List[bytes] = []  # written this loop iteration, not yet handed to the transport
         self._corked_size = 0
-        self._pauses: Dict[object, bool] = {}  # why reading is paused -> whether even a receipt wait must not lift it
+        self._pauses = ReadPauses()  # why reading is paused (full queues, a rest between reads)
         self._coalesce = coalesce_reads
         self._rest: Optional[asyncio.TimerHandle] = None  # ends the socket's rest after a read
         self._burst_until = 0.0  # (loop time) a read before this continues a burst
@@ -182,7 +185,6 @@ class ClientSession:
         self._releasing = False
         self._probe_scratch: Optional[bytearray] = None  # where a probe's read lands
         self._ending = False
-        self._closing_down = False
         #: True over a WebSocket (:meth:`open_websocket`): each frame and heart-beat goes out as a
         #: message of its own, so corked writes are handed over as a list, never joined
         self.message_per_write = False
@@ -298,7 +300,7 @@ class ClientSession:
         stream = frames > _LONE or now < self._burst_until or (soon and self._writes_seen == _Writes.count)
         self._last_read, self._writes_seen = now, _Writes.count
         if stream and self._rest is None and not self.closed.done():
-            self._pauses[_RESTING] = False
+            self._pauses.pause(_RESTING)
             self._apply_flow()
             self._rest = self._loop.call_later(self._coalesce, self._end_rest)
             self._burst_until = now + 2 * self._coalesce  # the rest, then as long again for the next read
@@ -311,7 +313,7 @@ class ClientSession:
         for event in events:
             if self._frame_hook is not None:
                 self._frame_hook("in", getattr(event, "frame", None))  # (None: a heart-beat)
-            if type(event) is Message:  # the everyday event first: the client routes it
+            if isinstance(event, BaseMessage):  # the everyday event first (the connection's message_class): routed
                 self._on_message(event)
             elif isinstance(event, HeartbeatReceived):
                 continue
@@ -389,11 +391,6 @@ class ClientSession:
             self.conn.data_sent(self._loop.time())  # once per write to the socket, not per frame
             _Writes.count += 1
 
-    @property
-    def writable(self) -> bool:
-        """Whether the socket's write buffer is below its high-water mark (``drain()`` would not wait)."""
-        return self._can_write
-
     async def drain(self) -> None:
         """Wait until the socket's write buffer is below its high-water mark (or the session ended)."""
         if self.writable:
@@ -432,19 +429,19 @@ class ClientSession:
         let through (a probe); a server that sends nothing within one more deadline is silent
         (:class:`HeartbeatTimeout`), a live one resumes the pause at once.
         """
-        self._pauses[reason] = hard
+        self._pauses.pause(reason, hard)
         self._apply_flow()
 
     def resume_reading(self, reason: object) -> None:
         """Withdraw one reason to pause; read again when none is left."""
-        self._pauses.pop(reason, None)
+        self._pauses.resume(reason)
         self._apply_flow()
 
     def _apply_flow(self) -> None:
         transport = self.transport
         if transport is None or transport.is_closing():
             return
-        paused = not self._closing_down and (any(self._pauses.values()) or (bool(self._pauses) and not self._receipts))
+        paused = self._pauses.paused(awaiting_receipt=bool(self._receipts))
         if self._held and not paused and not self._probing:
             # what probes read goes first, decoded on the next turn of the loop (its messages may
             # pause reading again), before the socket is read again
@@ -462,7 +459,7 @@ class ClientSession:
             transport.resume_reading()
 
     def _paused_by_queues(self) -> bool:
-        return any(reason is not _RESTING for reason in self._pauses)
+        return self._pauses.paused_except(_RESTING)
 
     def _probe(self, now: float) -> None:
         # Reading is paused for a full queue and the peer's deadline passed: it cannot prove itself
@@ -504,7 +501,7 @@ class ClientSession:
 
     def closing_down(self) -> None:
         """Read freely from now on (DISCONNECT is being sent: its RECEIPT must not wait behind MESSAGEs)."""
-        self._closing_down = True
+        self._pauses.closing = True
         self._apply_flow()
 
     def is_reading(self) -> bool:
@@ -594,7 +591,7 @@ class ClientSession:
         if self._rest is not None:
             self._rest.cancel()
         self._writable.set()
-        self._can_write = True
+        self.writable = True
         if self._ticker is not None and self._ticker is not asyncio.current_task():
             self._ticker.cancel()
 

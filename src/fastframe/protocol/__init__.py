@@ -38,6 +38,9 @@ from any monotonic clock) where time matters. API summary::
     changes); a peer's violation raises RemoteProtocolError (fatal; .events holds what came before;
     .offset is the stream offset of undecodable bytes; a server may still send its error());
     both are fastframe.FrameError and carry .frame.
+    Inbound flow control as rules (used by both clients): Inbox(bound) (put(item, gate), take(),
+      take_batch(n), settle_due, settle(), release(), restart(gate, keep)) and ReadPauses (why a
+      connection does not read: soft and hard reasons, a receipt wait lifts the soft ones).
 """
 
 from __future__ import annotations
@@ -66,11 +69,12 @@ from ._events import (
     Unsubscribe,
 )
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
+from ._inbox import Inbox, ReadGate, ReadPauses
 from ._server import ServerConnection
 
 __all__ = [
     "DEFAULT_GRACE", "Abort", "Headers", "header_list", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
     "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
-    "LocalProtocolError", "Message", "Nack", "ProtocolError", "Receipt", "RemoteProtocolError", "Send",
+    "Inbox", "LocalProtocolError", "Message", "Nack", "ProtocolError", "ReadGate", "ReadPauses", "Receipt", "RemoteProtocolError", "Send",
     "ServerConnection", "State", "Subscribe", "Unsubscribe",
 ]  # fmt: skip

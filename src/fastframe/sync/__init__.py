@@ -3,7 +3,7 @@
 API summary::
 
     with fastframe.sync.connect(host, port, *, the options of fastframe.aio.connect,
-            max_queue=500, coalesce_reads=0.02, outbox=10_000) as client:
+            max_queue=1000, coalesce_reads=0.02, outbox=10_000) as client:
         client.send(destination, body, headers=None, *, content_type=None, transaction=None,
                     receipt=False, timeout=None, content_length=True)
         reply = client.request(destination, body, headers=None, *, timeout=None)  # from any thread

@@ -12,9 +12,9 @@ import time
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import aio
-from ..protocol import LocalProtocolError
+from ..protocol import LocalProtocolError, header_list
 from ._loop import CallTimeout, ConnectionClosedLater, LoopThread, Outbox, blocking_timeout, keep
-from ._subscription import Message, Subscription, Transaction, loop_share
+from ._subscription import Message, Subscription, Transaction
 
 __all__ = ["Client", "connect"]
 
@@ -28,19 +28,26 @@ class Client:
     """A STOMP client whose calls block; make one with :func:`connect`. Every method may be called from
     any thread; the frames go out whole, in the order of the calls."""
 
-    def __init__(self, runner: LoopThread, inner: aio.Client, outbox_limit: int, hooked: bool = False) -> None:
+    def __init__(self, runner: LoopThread, outbox_limit: int, hooked: bool, timeout: float) -> None:
+        # (made by connect(), before its asyncio client, which builds every message bound to this one)
         self._runner = runner
         self._hooked = hooked  # a frame_hook or wire_hook is set
         self._released = False
-        self._inner = inner
-        self._outbox = Outbox(runner, outbox_limit, inner.send, self._send_batch)
+        self._inner: aio.Client = None  # type: ignore[assignment]  # (set by _attach, before any use)
+        self._outbox = Outbox(runner, outbox_limit, self._send_one, self._send_batch)
         self._subscriptions: List[Subscription] = []
         self._over = threading.Event()  # the asyncio client is over: no reconnect left
         self._cause: Optional[BaseException] = None
         self._lock = threading.Lock()
         self._ids = 0
-        self.timeout = inner.timeout
-        runner.loop.call_soon_threadsafe(self._start_watch)
+        self.timeout = timeout
+
+    def _attach(self, inner: aio.Client) -> None:
+        self._inner = inner
+        self._runner.loop.call_soon_threadsafe(self._start_watch)
+
+    async def _send_one(self, *args: Any, **kwargs: Any) -> None:
+        await self._inner.send(*args, **kwargs)
 
     def _start_watch(self) -> None:
         keep(self._runner.loop.create_task(self._watch()))
@@ -242,33 +249,20 @@ class Client:
         (an exception it raises is logged, the next message follows); ``on_error(exc)`` is called
         once if the subscription ends with an error (logged when it is not given).
         """
-        bound = max_queue or self._inner.max_queue
-        if bound < 1:
-            raise ValueError("max_queue must be at least 1")
-        sub_id = id or self._new_id("sub-")
-        sub: Subscription = self._call(
-            timeout, self._subscribe, destination, ack, headers, sub_id, bound, receipt, on_message, on_error,
-            timeout=timeout,
+        sub = Subscription(
+            self, id or self._new_id("sub-"), destination, ack, header_list(headers), max_queue or self._inner.max_queue,
+            self._runner.loop, self._ended,
         )  # fmt: skip
-        return sub
-
-    async def _subscribe(
-        self, destination: str, ack: str, headers: Any, sub_id: str, bound: int, receipt: bool,
-        on_message: Optional[Callable[[Message], Any]], on_error: Optional[Callable[[BaseException], Any]],
-        timeout: Any,
-    ) -> Subscription:  # fmt: skip
-        inner = await self._inner.subscribe(
-            destination, ack=ack, headers=headers, id=sub_id, max_queue=loop_share(bound), receipt=receipt,
-            timeout=timeout,
-        )  # fmt: skip
-        sub = Subscription(self, inner, bound, asyncio.get_running_loop(), self._ended, on_message, on_error)
+        self._call(timeout, self._inner.subscribe_into, sub, receipt=receipt, timeout=timeout)
         self._subscriptions.append(sub)
+        if on_message is not None:
+            sub.start_worker(on_message, on_error)
         return sub
 
     def unsubscribe(self, sub: Subscription, *, receipt: bool = True, timeout: Optional[float] = None) -> None:
         """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
-        self._call(timeout, self._inner.unsubscribe, sub._inner, receipt=receipt, timeout=timeout)
-        sub._join_worker(_JOIN)
+        self._call(timeout, self._inner.unsubscribe, sub, receipt=receipt, timeout=timeout)
+        sub.join_worker(_JOIN)
 
     def ack(
         self,
@@ -301,11 +295,9 @@ class Client:
         receipt: bool, timeout: Any,
     ) -> None:  # fmt: skip
         if isinstance(message, Message):
-            if message.event.session is not self._inner.session:  # (checked again on the loop)
+            if message.session is not self._inner.session:  # (checked again on the loop)
                 raise aio.StaleMessageError("cannot settle a message of an earlier connection; it will be redelivered")
-            target: Union[aio.Message, str] = message.event
-        else:
-            target = message
+        target = message
         if receipt:
             self._call(
                 timeout, method, target, subscription=subscription, transaction=tx, receipt=True, timeout=timeout
@@ -330,14 +322,15 @@ class Client:
         alone (no other call waits behind it)."""
         limit = self.timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
-        reply: asyncio.Future[aio.Message] = self._call(
-            limit, self._inner.start_request, destination, body, headers,
+        reply: asyncio.Future[Message] = self._call(
+            limit, self._inner.start_request,  # type: ignore[arg-type]  # (replies: built by our message_class)
+            destination, body, headers,
             content_type=content_type, content_length=content_length, timeout=limit,
         )  # fmt: skip
-        arrived: concurrent.futures.Future[aio.Message] = concurrent.futures.Future()
+        arrived: concurrent.futures.Future[Message] = concurrent.futures.Future()
         self._runner.loop.call_soon_threadsafe(reply.add_done_callback, functools.partial(_hand_over, arrived))
         try:
-            return Message(arrived.result(max(0.0, deadline - time.monotonic())), self)
+            return arrived.result(max(0.0, deadline - time.monotonic()))  # (the connection built it: one of ours)
         except concurrent.futures.TimeoutError:
             self._runner.loop.call_soon_threadsafe(reply.cancel)  # its reply, if it comes, is unrouted
             raise TimeoutError(f"no reply within {limit} s") from None
@@ -377,10 +370,7 @@ class Client:
             self._shut_down()
 
     async def _disconnect(self, limit: float) -> bool:
-        try:
-            return await self._inner.disconnect(timeout=limit)
-        finally:
-            await self._settle_pumps(limit)
+        return await self._inner.disconnect(timeout=limit)
 
     def close(self) -> None:
         """Close the socket now, without DISCONNECT: every waiter (a thread blocked in ``get()`` too)
@@ -388,23 +378,10 @@ class Client:
         self._outbox.close()  # (calls still queued fail with the connection: the user knows why)
         if self._runner.running:
             try:
-                self._runner.run(self._close(), self.timeout + 1.0)
+                self._runner.run(self._inner.close(), self.timeout + 1.0)
             except (aio.ConnectionClosedError, TimeoutError, RuntimeError):
                 pass
         self._shut_down()
-
-    async def _close(self) -> None:
-        try:
-            await self._inner.close()
-        finally:
-            await self._settle_pumps(self.timeout)
-
-    async def _settle_pumps(self, limit: float) -> None:
-        pumps = [sub._pump for sub in self._subscriptions if sub._pump is not None]
-        for sub in self._subscriptions:
-            sub._last_batch()  # a pump waiting for room takes what is left, past the bound, and ends
-        if pumps:
-            await asyncio.wait(pumps, timeout=limit)  # they end with the subscriptions' end
 
     def _shut_down(self) -> None:
         self._outbox.close()
@@ -415,8 +392,8 @@ class Client:
             self._runner.release(_JOIN)
         error = self._closed_error()
         for sub in self._subscriptions:
-            sub._end(error)  # (a pump the loop's end cut short: its consumers wake all the same)
-            sub._join_worker(_JOIN)
+            sub.end(error)  # (when the loop's end cut the client's own short: its consumers wake all the same)
+            sub.join_worker(_JOIN)
 
     def wait_closed(self, timeout: Optional[float] = None) -> Optional[BaseException]:
         """Wait (at most ``timeout``: :class:`TimeoutError`) until the client is over (no reconnect
@@ -461,7 +438,7 @@ def connect(
     heartbeat: Tuple[int, int] = (0, 0),
     timeout: float = 10.0,
     connect_timeout: float = 10.0,
-    max_queue: int = 500,
+    max_queue: int = 1000,
     reconnect: Optional[aio.Reconnect] = None,
     servers: Optional[Sequence[Union[Tuple[str, int], str]]] = None,
     frame_hook: Optional[Callable[[str, Optional[Any]], None]] = None,
@@ -482,10 +459,10 @@ def connect(
     is 20 ms (the asyncio client's is 2 ms): each read of a stream costs this client a hand-over to
     the consumer's thread (wake-ups and the GIL passed), so longer rests between the reads of a
     stream save more here; a lone message and the answer to what the process just sent are still
-    read at once. ``max_queue`` is 500 (the asyncio client's is 100; a subscription holds at most
-    1,000 messages, as ActiveMQ's clients prefetch 1,000, plus the rest of one socket read: see
-    :attr:`Subscription.held`), so what arrives during a rest crosses in
-    one hand-over. ``frame_hook`` and ``wire_hook`` run
+    read at once. ``max_queue`` is 1,000 (the asyncio client's is 100): a subscription holds at most
+    1,000 messages, as ActiveMQ's clients prefetch 1,000 (twice that while a receipt is awaited,
+    plus the rest of one socket read: see :attr:`Subscription.held`), so what arrives during a
+    rest is taken in few wake-ups. ``frame_hook`` and ``wire_hook`` run
     in the client's I/O thread: they must not block nor call the client. ``outbox``: how many calls
     nobody waits for (SEND, ACK without a receipt) may wait for the I/O thread before a caller blocks
     (at most ``timeout``). Raises what :func:`fastframe.aio.connect` raises (``ServerError`` for an
@@ -501,19 +478,16 @@ def connect(
     (the default logs a WARNING and drops the message).
     """
     runner = LoopThread.acquire()
-    made: List[Client] = []  # (the client, once made: what on_unrouted's messages ack through)
-
-    def unrouted(message: aio.Message) -> None:
-        if on_unrouted is not None:
-            on_unrouted(Message(message, made[0] if made else _Unbound()))
+    client = Client(runner, outbox, frame_hook is not None or wire_hook is not None, timeout)
 
     async def opening() -> aio.Client:
         return await aio.connect(
             host, port, ssl=ssl, login=login, passcode=passcode, host_header=host_header, versions=versions,
             heartbeat=heartbeat, timeout=timeout, connect_timeout=connect_timeout, max_queue=max_queue,
             reconnect=reconnect, servers=servers, frame_hook=frame_hook, wire_hook=wire_hook, rng=rng,
-            coalesce_reads=coalesce_reads, headers=headers, on_unrouted=None if on_unrouted is None else unrouted,
-            reply_to=reply_to, **options,
+            coalesce_reads=coalesce_reads, headers=headers, reply_to=reply_to,
+            on_unrouted=on_unrouted,  # type: ignore[arg-type]  # (it gets this client's messages: message_class)
+            message_class=functools.partial(Message, client=client), **options,
         )  # fmt: skip
 
     try:
@@ -521,13 +495,5 @@ def connect(
     except BaseException:
         runner.release(_JOIN)
         raise
-    client = Client(runner, inner, outbox, hooked=frame_hook is not None or wire_hook is not None)
-    made.append(client)
+    client._attach(inner)
     return client
-
-
-class _Unbound:
-    """The client of a message :func:`connect`'s ``on_unrouted`` got before the client was made."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError("this message arrived while connecting: its client cannot act on it")
