@@ -89,7 +89,8 @@ class _Handle:
         entry = self._entry
         if self._broker.logging:
             if entry.decoder is None:
-                entry.decoder = fastframe.Decoder(self._conn.version or "1.2")
+                # (what the broker writes back may hold header bytes it kept: keep_invalid_utf8)
+                entry.decoder = fastframe.Decoder(self._conn.version or "1.2", keep_invalid_utf8=True)
             now = time.time()
             for frame in entry.decoder.feed(data):
                 self._broker._log("received", LoggedFrame(frame, entry.login, entry.client_id, now))

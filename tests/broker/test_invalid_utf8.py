@@ -33,8 +33,7 @@ def _read_until(sock: socket.socket, marker: bytes, count: int) -> bytes:
 
 @pytest.mark.parametrize("destination", [b"/queue/q", b"/amq/queue/s"])
 def test_a_send_with_a_header_that_is_not_utf8_is_delivered_byte_exact(destination: bytes) -> None:
-    # (the broker's frame log decodes strictly: off)
-    with TestBroker(logging=False, decoder_options={"keep_invalid_utf8": True}) as broker:
+    with TestBroker(decoder_options={"keep_invalid_utf8": True}) as broker:
         with socket.create_connection(("127.0.0.1", broker.port), timeout=10) as sock:
             sock.sendall(b"CONNECT\naccept-version:1.2\nhost:/\n\n\0")
             _read_until(sock, b"CONNECTED", 1)
@@ -46,5 +45,7 @@ def test_a_send_with_a_header_that_is_not_utf8_is_delivered_byte_exact(destinati
             for value in (b"a\xffb\xc3", b"ok"):
                 sock.sendall(b"SEND\ndestination:%s\nx-bad:%s\nreceipt:r\n\nhi\0" % (destination, value))
             received = _read_until(sock, b"RECEIPT", 2)
+        logged = [entry.frame.get("x-bad") for entry in broker.received()]  # the log keeps them too
+    assert [value.encode("utf-8", "surrogateescape") for value in logged] == [b"a\xffb\xc3", b"ok"]
     assert b"\nx-bad:a\xffb\xc3\n" in received and b"\nx-bad:ok\n" in received  # and the connection lived on
     assert received.count(b"MESSAGE\n") == 2
