@@ -73,6 +73,7 @@ def test_stream_command_reports_a_bad_destination(tmp_path: Path) -> None:
     done = subprocess.run(command, capture_output=True, text=True, timeout=240)
     assert done.returncode == 1
     assert "does not exist on the broker" in done.stderr and "option destination" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr  # no Java trace first
 
 
 def test_ctrl_c_with_consume_ack_acknowledges_what_it_wrote(spark: Any, tmp_path: Path) -> None:

@@ -166,6 +166,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spark = start_session("stream", args.master, "fastframe stream", dict(args.conf), args.ship_env)
     if isinstance(spark, int):
         return spark
+    if not getattr(args, "debug", False):
+        # a failed query is reported below in one line, its Python cause first: Spark's log would print
+        # the same failure as a Java trace of 40-odd lines before it (--debug keeps Spark's log)
+        spark.sparkContext.setLogLevel("FATAL")
     # after the session: PySpark's own SIGINT handler (cancel every job) would replace ours
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
