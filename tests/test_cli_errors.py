@@ -102,3 +102,41 @@ def test_stream_without_a_broker_fails_at_once(tmp_path):
 def test_a_broker_user_without_a_passcode_separator():
     line = one_line_failure(fastframe_cli("broker", "--port", "0", "--user", "guest"), rc=2)
     assert line == "fastframe broker: error: argument --user: not LOGIN:PASSCODE: 'guest'"
+
+
+def test_the_jvms_incubator_warning_is_dropped_and_the_rest_kept():
+    """What Spark's JVM prints goes through a filter that drops only the warning every Spark 4 start
+    prints (a child process started inside it stands in for the JVM)."""
+    script = (
+        "import subprocess, sys, time\n"
+        "from fastframe.cli._spark import _jvm_stderr_filtered\n"
+        "with _jvm_stderr_filtered():\n"
+        "    child = subprocess.Popen(['sh', '-c', 'sleep 0.2; echo WARNING: Using incubator modules: "
+        "jdk.incubator.vector >&2; echo a JVM line >&2'])\n"
+        "print('after the start', file=sys.stderr, flush=True)\n"
+        "child.wait(); time.sleep(0.3)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert sorted(done.stderr.splitlines()) == ["a JVM line", "after the start"]
+
+
+def test_convert_says_what_it_reads_before_spark_starts(tmp_path, monkeypatch, capsys):
+    """The first line comes at once: the JVM's start takes half a minute."""
+    from _extras import require
+
+    require("pyarrow", "spark")
+    from fastframe.cli import _spark, main
+    from fastframe.sample_archive import generate_archive
+
+    generate_archive(str(tmp_path / "archive"), connections=1, frames=5)
+    said = []
+
+    def start_session(*args):
+        said.append(capsys.readouterr().err)
+        return 1  # as when Spark cannot start
+
+    monkeypatch.setattr(_spark, "java_hint", lambda: None)
+    monkeypatch.setattr(_spark, "start_session", start_session)
+    assert main(["convert", str(tmp_path / "archive"), "--out", str(tmp_path / "out")]) == 1
+    assert said and said[0].startswith("reading 2 files (") and "with Spark (local[*]) ..." in said[0]
