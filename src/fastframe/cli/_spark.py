@@ -344,6 +344,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     spark = start_session("convert", args.master, "fastframe convert", dict(args.conf), args.ship_env)
     if isinstance(spark, int):
         return spark
+    if not args.no_progress:  # the JVM's start is most of a small job's time: say when it is over
+        print(f"Spark started in {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
     try:
         return _convert(spark, args, archives, out_dir, options, len(files), size, start, cluster)
     finally:
