@@ -33,8 +33,9 @@ import os
 import random
 from typing import Any, Dict, List, Optional, Tuple
 
-import fastframe
 from fastframe.sample import generate_stream
+
+from ..codec import DecodeError, Decoder, decode, encode
 
 __all__ = ["generate_archive"]
 
@@ -48,7 +49,7 @@ def _client_stream(rng: random.Random, n_frames: int, crlf: bool) -> bytes:
     out = bytearray()
 
     def add(command: str, headers: List[Tuple[str, str]], body: bytes = b"") -> None:
-        out.extend(fastframe.encode(command, headers, body, eol=eol))
+        out.extend(encode(command, headers, body, eol=eol))
         if rng.random() < 0.2:
             out.extend(eol.encode("ascii") * rng.randrange(1, 3))  # heart-beats while idle
 
@@ -72,17 +73,17 @@ def _client_stream(rng: random.Random, n_frames: int, crlf: bool) -> bytes:
 
 def _count_frames(data: bytes) -> int:
     """Frames a reader gets before any error."""
-    decoder = fastframe.Decoder()
+    decoder = Decoder()
     try:
         return len(decoder.feed(data))
-    except fastframe.DecodeError as err:
+    except DecodeError as err:
         return len(err.frames)
 
 
 def _truncate_mid_frame(data: bytes, fraction: float) -> bytes:
     """Cut ``data`` inside a frame (a capture killed mid-write)."""
     cut = int(len(data) * fraction)
-    frames = fastframe.decode(data)
+    frames = decode(data)
     for frame in frames:
         if frame.offset > cut:
             return data[: frame.offset + 5]  # five bytes into a frame's command line
@@ -94,7 +95,7 @@ def _bad_content_length(rng: random.Random, crlf: bool) -> bytes:
     eol = "\r\n" if crlf else "\n"
     good = _client_stream(rng, 12, crlf)
     head = f"SEND{eol}destination:/queue/orders{eol}content-length:40{eol}{eol}".encode("ascii")
-    broken = head + b"short\0" + fastframe.encode("SEND", [("destination", "/queue/orders")], b"after", eol=eol)
+    broken = head + b"short\0" + encode("SEND", [("destination", "/queue/orders")], b"after", eol=eol)
     return good + broken
 
 

@@ -25,8 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-import fastframe
-
+from ..codec import DecodeError, Decoder
 from ._files import INDEX_SUFFIX, open_stream, resolve
 
 INDEX_FORMAT = "fastframe-index/1"
@@ -35,7 +34,7 @@ Checkpoint = Tuple[int, int]  # (frame_index, offset)
 
 def decoder_signature(decoder_kwargs: Dict[str, Any]) -> Dict[str, Any]:
     """The complete decoder options (defaults filled in) an index is valid for."""
-    options = fastframe.Decoder(**decoder_kwargs).options
+    options = Decoder(**decoder_kwargs).options
     out = {name: getattr(options, name) for name in options._fields if name != "heartbeat_events"}
     return out
 
@@ -49,7 +48,7 @@ def scan_checkpoints(
     least ``interval`` bytes after the previous checkpoint. A decode error
     ends the scan: no boundary after it is proven.
     """
-    decoder = fastframe.Decoder(**decoder_kwargs)
+    decoder = Decoder(**decoder_kwargs)
     checkpoints: List[Checkpoint] = []
     count = 0
     next_at = 0
@@ -63,7 +62,7 @@ def scan_checkpoints(
                 break
             try:
                 frames = decoder.feed(data)
-            except fastframe.DecodeError as err:
+            except DecodeError as err:
                 frames = err.frames
                 error_offset = err.offset
             for frame in frames:
@@ -73,7 +72,7 @@ def scan_checkpoints(
                 count += 1
             if error_offset is not None:
                 break
-    except fastframe.DecodeError as err:  # from close(): a truncated last frame
+    except DecodeError as err:  # from close(): a truncated last frame
         error_offset = err.offset
     finally:
         stream.close()

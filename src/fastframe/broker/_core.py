@@ -40,8 +40,8 @@ import collections
 import time
 from typing import Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
 
-import fastframe
-
+from .. import __version__
+from ..codec import EncodeError, encode
 from ._encoding import DELIVERY, PLAIN_DELIVERY, PLAIN_EMPTY_DELIVERY, forwarded_headers, message_tail
 from ._errors import error_parts
 from ._streams import AMQ_QUEUE, StreamLog, Streams
@@ -151,11 +151,11 @@ class _Subscription:
         self.ack_header = version == "1.2"
         #: MESSAGE's first lines up to the message-id value, in the session's escapes and in 1.2's (a
         #: frame is escaped one way throughout: 1.2 when the version cannot carry any of its values)
-        self.prefix_1_2 = fastframe.encode("MESSAGE", head, version=version, escapes="1.2")[:-2] + b"message-id:"
+        self.prefix_1_2 = encode("MESSAGE", head, version=version, escapes="1.2")[:-2] + b"message-id:"
         try:
-            self.prefix = fastframe.encode("MESSAGE", head, version=version)[:-2] + b"message-id:"
+            self.prefix = encode("MESSAGE", head, version=version)[:-2] + b"message-id:"
             self.escapes = version
-        except fastframe.EncodeError:
+        except EncodeError:
             self.prefix, self.escapes = self.prefix_1_2, "1.2"
 
 
@@ -278,7 +278,7 @@ class BrokerCore:
         max_transaction_bytes: int = DEFAULT_MAX_TRANSACTION_BYTES,
         max_transactions: int = DEFAULT_MAX_TRANSACTIONS,
         max_subscriptions: int = DEFAULT_MAX_SUBSCRIPTIONS,
-        server: str = f"fastframe/{fastframe.__version__}",
+        server: str = f"fastframe/{__version__}",
         clock: Callable[[], float] = time.time,
         dead_letter: Optional[str] = None,
         max_redeliveries: Optional[int] = None,

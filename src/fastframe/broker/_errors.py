@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Tuple
 
-import fastframe
-
-from ..codec import VERSIONS
+from ..codec import VERSIONS, Frame
 
 __all__ = ["error_frame", "error_parts", "ERRORS"]
 
@@ -75,4 +73,4 @@ def error_parts(kind: str, *args: Any) -> Tuple[str, bytes, Tuple[Tuple[str, str
 def error_frame(kind: str, *args: Any) -> Any:
     """The ERROR frame for ``kind`` (a key of :data:`ERRORS`), its body formatted with ``args``."""
     message, data, headers = error_parts(kind, *args)
-    return fastframe.Frame("ERROR", (("message", message), *headers), data)
+    return Frame("ERROR", (("message", message), *headers), data)

@@ -18,9 +18,9 @@ import time
 from array import array
 from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
-import fastframe
-
+from .. import codec as _codec
 from ..archive import require_compression
+from ..codec import DecodeError
 from ._credentials import Redactor
 from ._sink import FileSink, Opener, Recording, Writer, _log
 
@@ -32,7 +32,7 @@ DEFAULT_MAX_PENDING = 8 << 20
 _BIG_ENDIAN = sys.byteorder == "big"  # (the sidecar's records are little-endian)
 
 #: The codec module the recorder decodes with (tests point it at each twin).
-codec: Any = fastframe
+codec: Any = _codec
 
 
 class Archive:
@@ -204,7 +204,7 @@ class _Direction:
             decoder = self.decoder
             try:
                 decoder.feed(data)
-            except fastframe.DecodeError as err:  # (the rows before the bad byte wait to be taken)
+            except DecodeError as err:  # (the rows before the bad byte wait to be taken)
                 self._unproven(err)
             else:
                 # roll at the last frame this read completed (only ever inside this read)
@@ -229,7 +229,7 @@ class _Direction:
             rest = data[cut:]  # the start of a frame: the new piece's decoder takes it from its first byte
             try:
                 self.decoder.feed(rest)
-            except fastframe.DecodeError as err:
+            except DecodeError as err:
                 self._unproven(err)
             self._write(rest, b"", now)
 
@@ -293,7 +293,7 @@ class _Direction:
         if self.proven:
             try:
                 self.decoder.close()
-            except fastframe.DecodeError as err:  # the stream ended inside a frame
+            except DecodeError as err:  # the stream ended inside a frame
                 self.error_offset = err.offset
         self.recorder._submit(self.sink, "finish", self._facts())
 

@@ -14,9 +14,8 @@ import re
 import ssl as _ssl
 from typing import Any, Callable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-import fastframe
-
 from ..archive import compressed_reader, compression_for, read_times
+from ..codec import DecodeError, Decoder
 from ._credentials import restore, was_redacted
 
 __all__ = ["ReplayResult", "pieces_of", "replay"]
@@ -123,7 +122,7 @@ async def replay(
         asyncio.open_connection(host, port, ssl=ssl, server_hostname=host if ssl else None), connect_timeout
     )
     answers: List[Any] = []
-    decoder = fastframe.Decoder(**(decoder_options or {}))
+    decoder = Decoder(**(decoder_options or {}))
     state = _State()
     activity = asyncio.Event()
 
@@ -139,7 +138,7 @@ async def replay(
                 continue
             try:
                 frames = decoder.feed(data)
-            except fastframe.DecodeError as err:
+            except DecodeError as err:
                 frames = err.frames
                 state.error = f"{err.reason} at offset {err.offset}"
             for frame in frames:

@@ -10,8 +10,8 @@ import enum
 import itertools
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
-from .. import DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, spec
-from ..codec import VERSIONS, receive_size, received_size
+from .. import spec
+from ..codec import VERSIONS, DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, receive_size, received_size
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Event, HeartbeatReceived
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer

@@ -42,9 +42,8 @@ import logging
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
-import fastframe
-
 from ..broker import error_parts
+from ..codec import DecodeError, EncodeError, Frame, encode
 from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError
 from ..protocol import ServerConnection as ProtocolConnection
 
@@ -200,7 +199,7 @@ class ServedConnection(asyncio.Protocol):
         if self.closing:
             return
         cause = err.__cause__
-        if isinstance(cause, fastframe.DecodeError):  # the offset is in the whole stream, across the handshake
+        if isinstance(cause, DecodeError):  # the offset is in the whole stream, across the handshake
             self._fail("malformed", f"{cause.reason} at offset {err.offset} (near {cause.excerpt!r})")
             self.close(cause)
             return
@@ -290,11 +289,11 @@ class ServedConnection(asyncio.Protocol):
         try:
             data = build()
         except LocalProtocolError:
-            frame, version = fastframe.Frame(command, headers, body), self._proto.version or "1.2"
+            frame, version = Frame(command, headers, body), self._proto.version or "1.2"
             try:
-                fastframe.encode(frame, version=version)
-            except fastframe.EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
-                data = fastframe.encode(frame, version=version, escapes="1.2")
+                encode(frame, version=version)
+            except EncodeError:  # a value 1.0/1.1 cannot carry: the 1.2 escapes, as RabbitMQ does
+                data = encode(frame, version=version, escapes="1.2")
             else:
                 raise  # refused for another reason: the handler's mistake
         self.write(data)
