@@ -108,10 +108,10 @@ nitpick_ignore = [
 # The modules whose every public name (__all__) the API reference must document.
 PUBLIC_MODULES = [
     "fastframe",
-    "fastframe.spec",
     "fastframe.sample",
     "fastframe.sample_archive",
     "fastframe.protocol",
+    "fastframe.protocol.spec",
     "fastframe.aio",
     "fastframe.sync",
     "fastframe.server",

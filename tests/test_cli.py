@@ -17,7 +17,7 @@ import pytest
 
 import fastframe
 from fastframe import cli, sample
-from fastframe.spec import frame_problems
+from fastframe.protocol.spec import frame_problems
 
 TWIN_NAMES = {"c": "(the compiled Cython twin)", "python": "(the pure-Python twin)"}
 FRAME_LINE = re.compile(r"^#(\d+) @(\d+) (\S+)$", re.M)

@@ -91,7 +91,7 @@ def test_limits_table_matches_the_constants(text):
 
 @pytest.mark.parametrize("text", _sections("Errors"))
 def test_error_table_matches_the_classes(text):
-    from fastframe import spec
+    from fastframe.protocol import spec
 
     rows = _table(text)
     listed = {row[0].strip("`"): row[1].strip("`") for row in rows}
@@ -99,7 +99,7 @@ def test_error_table_matches_the_classes(text):
     errors = {
         name: cls for name, cls in classes.items() if isinstance(cls, type) and issubclass(cls, fastframe.FrameError)
     }
-    errors["fastframe.spec.ValidationError"] = spec.ValidationError
+    errors["fastframe.protocol.spec.ValidationError"] = spec.ValidationError
     assert set(listed) == set(errors) - {"FrameError"}
     for name, code in listed.items():
         assert errors[name].code == code, name

@@ -1,4 +1,4 @@
-"""fastframe.spec: frame validation, heart-beat and version negotiation, body decoding.
+"""fastframe.protocol.spec: frame validation, heart-beat and version negotiation, body decoding.
 
 The helpers are plain Python, but the ones that take a Frame are run with
 frames of both twins (the ``codec`` fixture), decoded or built by hand.
@@ -12,8 +12,8 @@ import pickle
 import pytest
 
 import fastframe
-from fastframe import spec
-from fastframe.spec import (
+from fastframe.protocol import spec
+from fastframe.protocol.spec import (
     ValidationError,
     body_text,
     frame_problems,

@@ -18,7 +18,7 @@ heart-beat EOLs sit between some frames. Header values with ``:`` are
 1.2-escaped (``\\c``). ``crlf=True`` ends every line and heart-beat with
 CRLF instead of LF. The output depends only on the arguments: the same seed
 gives the same bytes on every platform and Python version. Every frame is
-valid STOMP 1.2 (see ``fastframe.spec.frame_problems``) and the stream
+valid STOMP 1.2 (see ``fastframe.protocol.spec.frame_problems``) and the stream
 decodes with the default and with ``strict=True`` decoders.
 
 The benchmarks and the Spark pipeline reuse this module; keep its API to

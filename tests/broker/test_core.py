@@ -7,8 +7,8 @@ from typing import Any, List
 import pytest
 
 import fastframe
-from fastframe import spec
 from fastframe.broker import BrokerCore, Session
+from fastframe.protocol import spec
 
 
 class Client:

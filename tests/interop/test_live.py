@@ -11,7 +11,8 @@ from typing import Any, List, Optional, Tuple
 
 import pytest
 
-from fastframe import protocol, spec
+from fastframe import protocol
+from fastframe.protocol import spec
 
 from ._live import Broker, open_session, run, unique
 

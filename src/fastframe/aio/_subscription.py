@@ -9,8 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, Type, Union
 
-from .. import spec
-from ..protocol import Inbox
+from ..protocol import Inbox, spec
 from ..protocol import Message as MessageEvent
 from ._errors import ConnectionClosedError
 
@@ -126,7 +125,7 @@ class BaseMessage(MessageEvent):
         return default if value is None else str(value)
 
     def text(self, default_charset: Optional[str] = None) -> str:
-        """The body decoded by its content-type (see :func:`fastframe.spec.body_text`)."""
+        """The body decoded by its content-type (see :func:`fastframe.protocol.spec.body_text`)."""
         return spec.body_text(self._frame, default_charset)
 
     def __repr__(self) -> str:

@@ -16,7 +16,8 @@ from typing import IO, Any, Callable, Dict, List, Tuple
 
 import fastframe
 
-from .. import sample, spec
+from .. import sample
+from ..protocol import spec
 from . import _args
 from ._args import int_at_least
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from .. import spec
 from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat
+from . import spec
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import Connected, Error, Event, Message, Receipt

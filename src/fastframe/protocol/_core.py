@@ -10,8 +10,8 @@ import enum
 import itertools
 from typing import Any, Callable, Dict, Iterable, List, Mapping, NoReturn, Optional, Sequence, Tuple, Union
 
-from .. import spec
 from ..codec import VERSIONS, DecodeError, Decoder, EncodeError, Encoder, Frame, Heartbeat, receive_size, received_size
+from . import spec
 from ._errors import LocalProtocolError, RemoteProtocolError
 from ._events import ConnectionClosed, Event, HeartbeatReceived
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
@@ -54,7 +54,7 @@ class ConnectionCore:
     """What :class:`ClientConnection` and :class:`ServerConnection` share (not used directly).
 
     Options: ``strict`` makes the decoder strict and checks every incoming frame against the
-    specification (:func:`fastframe.spec.frame_problems`); ``escapes`` is the escape set in both
+    specification (:func:`fastframe.protocol.spec.frame_problems`); ``escapes`` is the escape set in both
     directions (``"1.2"`` for RabbitMQ on any version); ``validate`` checks every outgoing frame;
     ``heartbeat_grace`` is how many receive intervals of silence make the peer silent; the other
     keyword arguments are :class:`fastframe.Decoder` options (limits and tolerances).

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
-from .. import spec
 from ..codec import VERSIONS, Heartbeat
+from . import spec
 from ._core import ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import (

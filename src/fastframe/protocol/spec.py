@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Tuple, Union
 
-from .codec import (
+from ..codec import (
     BODY_COMMANDS,
     CLIENT_COMMANDS,
     COMMANDS_BY_VERSION,
