@@ -167,9 +167,14 @@ class Subscription:
         else:
             inbox.put(message, message.session, closing)  # type: ignore[arg-type]
         if self._waiting and not self._notified:  # a consumer announced its wait before its last look
-            with self._lock:
-                self._notified = True
-                self._ready.notify()
+            self._notified = True
+            self._loop.call_soon(self._wake)  # once the read's other messages are queued too
+
+    def _wake(self) -> None:
+        # (on the loop, after the read that brought messages to a waiting consumer was dispatched:
+        # woken at a burst's first message, the consumer would contend for the GIL with its decoding)
+        with self._lock:
+            self._ready.notify()
 
     def finish(self, error: Optional[BaseException]) -> None:
         """(The client) No more messages: iteration stops after the queued ones, or raises ``error``."""
