@@ -4,7 +4,7 @@
     python -m bench.spark_bench --files 4 --frames 5000 --repeat 2   # quick
 
 Three numbers, measured on the same archive (uncompressed sample broker
-streams from ``fastframe.sample``, written to a temporary folder):
+streams from ``fastframe.archive.generate_stream``, written to a temporary folder):
 
 1. **bare decoder**: frames/s of ``fastframe.Decoder.feed`` over the files
    in 1 MiB pieces, in this process, on one core (and, beside it, of
@@ -40,7 +40,7 @@ import time
 from typing import Any, Callable, Dict, List
 
 import fastframe
-from fastframe.sample import generate_stream
+from fastframe.archive import generate_stream
 
 
 def make_archive(folder: str, files: int, frames: int, seed: int) -> Dict[str, Any]:

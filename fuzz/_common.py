@@ -152,7 +152,7 @@ def check_events(events: Sequence[Tuple[Any, ...]], size: int) -> None:
 
 def streams(max_size: int = 64 * 1024) -> Iterator[Tuple[str, bytes]]:
     """Seed streams: the hand-made seeds, sample streams, and the broker recordings up to max_size."""
-    from fastframe.sample import generate_stream
+    from fastframe.archive import generate_stream
 
     for path in sorted((REPO / "fuzz" / "seeds").glob("*.stomp")):
         yield f"hand-{path.stem}", path.read_bytes()

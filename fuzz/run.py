@@ -6,7 +6,7 @@
     python fuzz/run.py columns --seconds 60 -- -jobs=1 -dict=...   # after --: more libFuzzer flags
 
 Harnesses: decode, diff, columns, encode (fuzz/fuzz_<name>.py). Seeds are made afresh on every
-run, from fastframe.sample, the hand-made fuzz/seeds/ and the broker recordings in
+run, from fastframe.archive.generate_stream, the hand-made fuzz/seeds/ and the broker recordings in
 ../shared/corpus/brokers (read in place, never copied into the repository). A failing input is
 saved as build/fuzz/artifacts/<name>-crash-*; keep it as fuzz/regressions/<name>-<what>.bin and
 it is replayed (and becomes a regression test) from then on.

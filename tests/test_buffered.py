@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from conftest import compiled_twin
 from fastframe import DecodeError
+from fastframe.archive import generate_stream
 from fastframe.codec import _codec_py as P
 from fastframe.codec._constants import MAX_RECEIVE_BUFFER_SIZE, RECEIVE_BUFFER_SIZE
 from fastframe.codec._errors import BAD_NBYTES, NOT_AN_INT, NOTHING_LENT, REENTRANT_CALL
-from fastframe.sample import generate_stream
 from test_differential import DIFF, decoder_options, outcome, streams
 
 C = compiled_twin()  # a skip for the whole module when absent by design

@@ -1,4 +1,4 @@
-"""The command line (fastframe.cli) and the sample stream generator (fastframe.sample).
+"""The command line (fastframe.cli) and the sample stream generator (fastframe.archive.generate_stream).
 
 The CLI goes through the public package API; the ``twin`` fixture points the
 package at the twin under test, so every decoding test runs with both.
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import fastframe
-from fastframe import cli, sample
+from fastframe import archive, cli
 from fastframe.protocol.spec import frame_problems
 
 TWIN_NAMES = {"c": "(the compiled Cython twin)", "python": "(the pure-Python twin)"}
@@ -40,7 +40,7 @@ def run(capsys, *argv):
 
 @pytest.fixture
 def stream_file(tmp_path):
-    data = sample.generate_stream(40, seed=7)
+    data = archive.generate_stream(40, seed=7)
     path = tmp_path / "s.stomp"
     path.write_bytes(data)
     return path, data
@@ -219,15 +219,15 @@ def test_sample_writes_the_generated_stream(capsys, tmp_path):
     out_path = tmp_path / "out.stomp"
     status, out, _ = run(capsys, "sample", str(out_path), "--frames", "25", "--seed", "3")
     assert status == 0
-    assert out_path.read_bytes() == sample.generate_stream(25, seed=3)
+    assert out_path.read_bytes() == archive.generate_stream(25, seed=3)
     assert out == f"wrote 25 frames ({out_path.stat().st_size} bytes, seed 3) to {out_path}\n"
     run(capsys, "sample", str(out_path), "--frames", "25", "--seed", "3", "--crlf")
-    assert out_path.read_bytes() == sample.generate_stream(25, seed=3, crlf=True)
+    assert out_path.read_bytes() == archive.generate_stream(25, seed=3, crlf=True)
 
 
 def test_sample_to_stdout(capsysbinary):
     assert cli.main(["sample", "-", "--frames", "5", "--seed", "9"]) == 0
-    assert capsysbinary.readouterr().out == sample.generate_stream(5, seed=9)
+    assert capsysbinary.readouterr().out == archive.generate_stream(5, seed=9)
 
 
 def test_sample_unwritable(capsys, tmp_path):
@@ -241,7 +241,7 @@ def test_demo(twin, capsys):
     lines = out.splitlines()
     implementation = f"implementation: {twin.IMPLEMENTATION} {TWIN_NAMES[twin.IMPLEMENTATION]}"
     assert lines[0] == f"fastframe {fastframe.__version__} demo, {implementation}"
-    size = len(sample.generate_stream(6, seed=4))
+    size = len(archive.generate_stream(6, seed=4))
     assert re.fullmatch(rf"generated 6 frames \({size} bytes, seed 4\) in .*sample\.stomp", lines[1])
     assert len(FRAME_LINE.findall(out)) == 6
     assert SUMMARY.search(lines[-1]).group(1) == "6"
@@ -284,21 +284,21 @@ def test_python_dash_m(tmp_path):
 
 
 def test_sample_is_deterministic_and_seeded():
-    assert sample.generate_stream(50, seed=1) == sample.generate_stream(50, seed=1)
-    assert sample.generate_stream(50, seed=1) != sample.generate_stream(50, seed=2)
+    assert archive.generate_stream(50, seed=1) == archive.generate_stream(50, seed=1)
+    assert archive.generate_stream(50, seed=1) != archive.generate_stream(50, seed=2)
     # a longer stream starts with the shorter one
-    assert sample.generate_stream(80, seed=5).startswith(sample.generate_stream(30, seed=5))
-    assert sample.generate_stream(0) == b""
+    assert archive.generate_stream(80, seed=5).startswith(archive.generate_stream(30, seed=5))
+    assert archive.generate_stream(0) == b""
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, "3"])
 def test_sample_rejects_bad_counts(bad):
     with pytest.raises(ValueError):
-        sample.generate_stream(bad)
+        archive.generate_stream(bad)
 
 
 def test_sample_stream_content(codec):
-    data = sample.generate_stream(400, seed=11)
+    data = archive.generate_stream(400, seed=11)
     decoder = codec.Decoder("1.2", strict=True)
     frames = decoder.feed(data)
     decoder.close()
@@ -322,8 +322,8 @@ def test_sample_stream_content(codec):
 
 
 def test_sample_crlf_changes_only_the_line_ends(codec):
-    lf = sample.generate_stream(200, seed=3)
-    crlf = sample.generate_stream(200, seed=3, crlf=True)
+    lf = archive.generate_stream(200, seed=3)
+    crlf = archive.generate_stream(200, seed=3, crlf=True)
     assert crlf.count(b"\r\n") > 200
     assert codec.decode(crlf, strict=True) == codec.decode(lf, strict=True)
     heads = [part.split(b"\r\n\r\n")[0] for part in crlf.split(b"\0")[:-1] if b"MESSAGE" in part]

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import fastframe
 from _strategies import column_rows
 from conftest import compiled_twin
+from fastframe.archive import generate_stream
 from fastframe.codec import _codec_py as P
-from fastframe.sample import generate_stream
 
 STREAM = (
     b"CONNECTED\nversion:1.2\n\n\0\n"

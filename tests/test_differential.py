@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from _strategies import column_rows
 from conftest import compiled_twin
 from fastframe import DecodeError, FrameError
+from fastframe.archive import generate_stream
 from fastframe.codec import _codec_py as P
-from fastframe.sample import generate_stream
 
 C = compiled_twin()  # a skip for the whole module when absent by design
 

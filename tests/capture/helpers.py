@@ -13,8 +13,7 @@ from typing import Dict, List
 
 import fastframe
 from _extras import require
-from fastframe.archive import compressed_reader
-from fastframe.sample import generate_stream
+from fastframe.archive import compressed_reader, generate_stream
 
 
 def client_stream(n: int, seed: int = 0) -> bytes:

@@ -21,8 +21,8 @@ import fastframe
 from _extras import require
 from conftest import REPO
 from fastframe import aio
+from fastframe.archive import generate_stream
 from fastframe.capture import Archive, serve_proxy
-from fastframe.sample import generate_stream
 from interop._live import BROKERS, require_broker, unique
 
 from .helpers import RecordProcess, joined, read_file, redacted, start_fastframe, stomp_files

@@ -16,8 +16,15 @@ import pyarrow as pa
 import pytest
 
 import fastframe
-from fastframe.archive import INDEX_SUFFIX, choose_splits, iter_files, parse_size, scan_checkpoints, write_index
-from fastframe.sample import generate_stream
+from fastframe.archive import (
+    INDEX_SUFFIX,
+    choose_splits,
+    generate_stream,
+    iter_files,
+    parse_size,
+    scan_checkpoints,
+    write_index,
+)
 from fastframe.spark import _read, _write
 from fastframe.spark._arrow import arrow_schema, default_fields
 from fastframe.spark._options import read_options, write_options

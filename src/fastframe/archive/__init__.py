@@ -9,7 +9,8 @@ recorded frame streams), with the codec and the standard library only:
 * the split index ``<file>.ffidx``: proven frame boundaries where a file may be split
   (:func:`write_index`; ``_split_index``);
 * the arrival-time sidecar ``<file>.fftimes`` (:func:`read_times`; ``_arrival_times``);
-* seeded sample archives (:func:`generate_archive`; also ``fastframe.sample_archive``).
+* seeded samples: one broker's stream (:func:`generate_stream`; ``_sample_stream``) and archives of
+  them (:func:`generate_archive`; ``_sample``).
 
 ``__all__`` is the public API; the other names (re-exported ``as`` themselves) are what fastframe's
 own layers use, documented in their modules.
@@ -77,6 +78,10 @@ from ._files import (
 from ._sample import (
     generate_archive,
 )
+from ._sample_stream import (
+    DEFAULT_SEED,
+    generate_stream,
+)
 from ._split_index import (
     choose_splits as choose_splits,
 )
@@ -99,4 +104,4 @@ from ._split_index import (
     write_index,
 )
 
-__all__ = ["generate_archive", "read_times", "write_index"]
+__all__ = ["DEFAULT_SEED", "generate_archive", "generate_stream", "read_times", "write_index"]

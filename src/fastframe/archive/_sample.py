@@ -5,13 +5,13 @@ capture tool or a broker's trace leaves behind: per connection, the bytes each
 side sent, as frame streams::
 
     out_dir/
-      rabbit-1/2026-11-21/conn-0001.s2c.stomp      broker -> client (fastframe.sample)
+      rabbit-1/2026-11-21/conn-0001.s2c.stomp      broker -> client (generate_stream)
       rabbit-1/2026-11-21/conn-0001.c2s.stomp      client -> broker (fastframe.encode)
       rabbit-2/2026-11-22/conn-0004.s2c.stomp.gz   every third connection gzip-compressed
       ...
       _manifest.json                               what was written (skipped by readers: it starts with _)
 
-Broker streams come from :func:`fastframe.sample.generate_stream` (RabbitMQ's
+Broker streams come from :func:`generate_stream` (RabbitMQ's
 header order, JSON/text/binary bodies with NULs, NUL+EOL trailers, heart-beat
 EOLs); client streams (CONNECT, SUBSCRIBE, SEND, ACK, DISCONNECT with EOL
 heart-beats) are encoded with :func:`fastframe.encode`. Every fourth
@@ -22,7 +22,7 @@ and a client frame whose content-length is larger than its body
 the same bytes on every platform.
 
 Needs the codec only (no Spark): ``fastframe sample-archive DIR`` runs it;
-``fastframe.spark.generate_archive`` and ``fastframe.spark.archive`` re-export it.
+``fastframe.spark.generate_archive`` is the same function.
 """
 
 from __future__ import annotations
@@ -33,9 +33,8 @@ import os
 import random
 from typing import Any, Dict, List, Optional, Tuple
 
-from fastframe.sample import generate_stream
-
 from ..codec import DecodeError, Decoder, decode, encode
+from ._sample_stream import generate_stream
 
 __all__ = ["generate_archive"]
 
@@ -158,7 +157,7 @@ def generate_archive(
     manifest = {
         # the module's name before it moved out of fastframe.spark (still importable there): same arguments,
         # same bytes, manifest included
-        "generator": "fastframe.spark.archive",
+        "generator": "fastframe.archive.generate_archive",
         "seed": seed,
         "connections": connections,
         "frames": sum(f["frames"] for f in files),

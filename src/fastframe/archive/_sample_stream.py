@@ -21,8 +21,9 @@ gives the same bytes on every platform and Python version. Every frame is
 valid STOMP 1.2 (see ``fastframe.protocol.spec.frame_problems``) and the stream
 decodes with the default and with ``strict=True`` decoders.
 
-The benchmarks and the Spark pipeline reuse this module; keep its API to
-``generate_stream`` (and ``DEFAULT_SEED``).
+Public as :func:`fastframe.archive.generate_stream` (and ``DEFAULT_SEED``): the benchmarks, the
+sample archives (:func:`fastframe.archive.generate_archive`), the fuzz seeds and ``fastframe sample``
+use it.
 """
 
 from __future__ import annotations
