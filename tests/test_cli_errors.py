@@ -127,7 +127,7 @@ def test_convert_says_what_it_reads_before_spark_starts(tmp_path, monkeypatch, c
 
     require("pyarrow", "spark")
     from fastframe.cli import _spark, main
-    from fastframe.sample_archive import generate_archive
+    from fastframe.spark import generate_archive
 
     generate_archive(str(tmp_path / "archive"), connections=1, frames=5)
     said = []

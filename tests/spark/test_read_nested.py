@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fastframe.sample_archive import generate_archive
-from fastframe.spark import list_files, read_options
+from fastframe.spark import generate_archive, list_files, read_options
 
 
 def test_a_nested_archive_without_recursive_lookup_says_why_it_found_nothing(tmp_path: Path) -> None:

@@ -16,7 +16,6 @@ PySpark is imported only when ``stream`` runs, and only through the public ``fas
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import signal
 import sys
@@ -97,6 +96,8 @@ def _unreachable(options: Dict[str, str], timeout: float) -> Optional[str]:
     host, port = options.get("host", ""), options.get("port", "")
     if "://" in host or "servers" in options or not port.isdigit():
         return None  # other forms of address: the source checks them itself
+    import asyncio  # (here: the other commands load no asyncio)
+
     from .. import aio
 
     login, passcode, vhost = options.get("login"), options.get("passcode"), options.get("vhost")
@@ -166,10 +167,6 @@ def cmd_stream(args: argparse.Namespace) -> int:
     spark = start_session("stream", args.master, "fastframe stream", dict(args.conf), args.ship_env)
     if isinstance(spark, int):
         return spark
-    if not getattr(args, "debug", False):
-        # a failed query is reported below in one line, its Python cause first: Spark's log would print
-        # the same failure as a Java trace of 40-odd lines before it (--debug keeps Spark's log)
-        spark.sparkContext.setLogLevel("FATAL")
     # after the session: PySpark's own SIGINT handler (cancel every job) would replace ours
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -185,6 +182,10 @@ def cmd_stream(args: argparse.Namespace) -> int:
             writer = writer.trigger(availableNow=True)
         elif args.trigger:
             writer = writer.trigger(processingTime=f"{args.trigger} seconds")
+        if not getattr(args, "debug", False):
+            # a failed query is reported below in one line, its Python cause first: Spark's log would
+            # print the same failure as a Java trace of 40-odd lines before it (--debug keeps the log)
+            spark.sparkContext.setLogLevel("FATAL")
         query = writer.start(out)
         # consume=ack: Ctrl-C waits this long for the batch that acknowledges the last one written
         settle = 5.0 + 2 * args.trigger if _source_options(args).get("consume", "").lower() == "ack" else 0.0
