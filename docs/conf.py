@@ -108,8 +108,6 @@ nitpick_ignore = [
 # The modules whose every public name (__all__) the API reference must document.
 PUBLIC_MODULES = [
     "fastframe",
-    "fastframe.sample",
-    "fastframe.sample_archive",
     "fastframe.protocol",
     "fastframe.protocol.spec",
     "fastframe.aio",
@@ -129,7 +127,6 @@ PUBLIC_MODULES = [
 # module's: any other public module without a page fails the build.
 DOCUMENTED_ELSEWHERE = {
     "fastframe.codec",
-    "fastframe.spark.archive",
     "fastframe.spark.session",
 }
 

@@ -18,7 +18,7 @@ from typing import Any, Dict, Set
 
 import fastframe
 from fastframe import cli
-from fastframe.sample import generate_stream
+from fastframe.archive import generate_stream
 
 SRC = Path(fastframe.__file__).parent
 
@@ -90,7 +90,7 @@ def test_the_command_line_loads_no_spark_until_convert_runs() -> None:
     assert not [name for name in loaded if name.split(".")[0] in ("pyspark", "pyarrow", "fsspec", "asyncio")]
     assert not [name for name in loaded if name.startswith("fastframe.spark")]
     # each command imports what it needs when it runs, so that `fastframe decode` starts no slower
-    assert not [name for name in loaded if name.startswith(("fastframe.archive", "fastframe.sample_archive"))]
+    assert not [name for name in loaded if name.startswith("fastframe.archive")]
 
 
 def _imported_names(path: Path) -> Set[str]:
@@ -116,11 +116,9 @@ def test_the_spark_layer_never_imports_the_command_line() -> None:
         assert not cli_names, (path.name, cli_names)
 
 
-def test_spark_names_of_earlier_releases_still_import() -> None:
+def test_the_spark_layer_names_the_archive_helpers_it_needs_no_spark_for() -> None:
     import fastframe.spark
-    from fastframe import archive, sample_archive
-    from fastframe.spark.archive import generate_archive
+    from fastframe import archive
 
-    assert generate_archive is sample_archive.generate_archive is archive.generate_archive
-    assert fastframe.spark.generate_archive is sample_archive.generate_archive
+    assert fastframe.spark.generate_archive is archive.generate_archive
     assert fastframe.spark.write_index is archive.write_index

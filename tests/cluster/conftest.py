@@ -65,8 +65,7 @@ def cluster(tmp_path_factory: Any) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def archive(tmp_path_factory: Any) -> Dict[str, Any]:
     """A sample archive (both damaged files) plus a gzip file damaged half-way; its manifest."""
-    from fastframe.sample import generate_stream
-    from fastframe.sample_archive import generate_archive
+    from fastframe.archive import generate_archive, generate_stream
 
     root = tmp_path_factory.mktemp("archive")
     manifest = generate_archive(str(root), connections=3, frames=250, seed=11)

@@ -10,9 +10,7 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 
 import fastframe
-from fastframe.archive import write_index
-from fastframe.sample import generate_stream
-from fastframe.sample_archive import generate_archive
+from fastframe.archive import generate_archive, generate_stream, write_index
 from fastframe.spark import register
 
 from .conftest import WORKER_MEMORY_MB

@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Set
 
 import pytest
 
-from fastframe.sample_archive import generate_archive
+from fastframe.archive import generate_archive
 from fastframe.spark import COLUMNS, option_names
 
 REPO = Path(__file__).resolve().parents[2]

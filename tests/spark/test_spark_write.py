@@ -10,8 +10,7 @@ from typing import Any, Dict, List, Tuple
 import pytest
 from pyspark.errors import AnalysisException
 
-from fastframe.sample import generate_stream
-from fastframe.sample_archive import generate_archive
+from fastframe.archive import generate_archive, generate_stream
 
 Frame = Tuple[str, Tuple[Tuple[str, str], ...], bytes]
 
