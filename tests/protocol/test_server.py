@@ -19,6 +19,7 @@ from fastframe.protocol import (
     State,
     Subscribe,
     Unsubscribe,
+    plain_error,
 )
 
 from .helpers import pair, relay
@@ -121,6 +122,16 @@ def test_error_frame_after_connected_escapes_and_closes():
     (error,) = relay(data, client)
     assert error.message == "bad: thing\nhappened" and error.receipt_id == "r"
     assert client.pending_receipts == {}  # the ERROR answered the receipt
+
+
+def test_plain_error_is_rabbitmqs_shape_and_what_error_takes():
+    message, body, headers = plain_error("Too many connections", "at most 2 connections, café\n")
+    assert body == "at most 2 connections, café\n".encode("utf-8")
+    assert headers == (("content-type", "text/plain"), ("version", "1.0,1.1,1.2"), ("content-length", str(len(body))))
+    client, server = pair()
+    (error,) = relay(server.error(message, body=body, headers=headers), client)
+    assert (error.message, error.frame.body, error.frame.get("version")) == (message, body, "1.0,1.1,1.2")
+    assert error.frame.get("content-length") == str(len(body)) and server.state is State.CLOSED
 
 
 def test_server_rejects_an_unparseable_heartbeat_in_connect():

@@ -11,12 +11,14 @@ from __future__ import annotations
 from typing import Any, Tuple
 
 from ..codec import VERSIONS, Frame
+from ..protocol import plain_error
 
 __all__ = ["error_frame", "error_parts", "ERRORS"]
 
 _VERSION_LIST = ",".join(VERSIONS)
 
-#: (message header, body) of each error the broker sends; ``{}`` fields are filled in.
+#: (message header, body) of each error the broker's core sends; ``{}`` fields are filled in. (The
+#: asyncio server shapes its own: its limits, time-outs, malformed input, shutdown.)
 ERRORS = {
     "version": ("Version mismatch", "Supported versions are " + _VERSION_LIST + "\n"),
     "login": ("Bad CONNECT", "Access refused for user '{}'\n"),
@@ -41,10 +43,6 @@ ERRORS = {
     "transaction-bytes": ("Resource limit", "A connection may hold {} bytes in open transactions, its limit\n"),
     "transactions-open": ("Resource limit", "A connection may have {} transactions open, its limit\n"),
     "subscriptions-open": ("Resource limit", "A connection may have {} subscriptions, its limit\n"),
-    "malformed": ("Malformed frame", "{}\n"),
-    "too-many-connections": ("Too many connections", "The broker accepts at most {} connections\n"),
-    "shutdown": ("Server shutting down", "The broker is shutting down\n"),
-    "timeout": ("Timeout", "{}\n"),
     # RabbitMQ's stream queue refusals (fastframe.broker._streams), its words
     "precondition": ("precondition_failed", "PRECONDITION_FAILED - {}"),
     "not-found": ("not_found", "NOT_FOUND - no queue '{}' in vhost '/'"),
@@ -54,7 +52,6 @@ ERRORS = {
         '                    "{}"}}}}}}',
     ),
     "processing": ("Processing error", "Processing error"),
-    "internal": ("Internal error", "The server failed to handle a frame ({}); the connection is closed\n"),
 }
 
 
@@ -62,12 +59,7 @@ def error_parts(kind: str, *args: Any) -> Tuple[str, bytes, Tuple[Tuple[str, str
     """``(message, body, headers after message)`` of the ERROR for ``kind`` (a key of :data:`ERRORS`),
     its body formatted with ``args``: what ``error(message, body=, headers=)`` of a connection takes."""
     message, body = ERRORS[kind]
-    data = body.format(*args).encode("utf-8")
-    return (
-        message,
-        data,
-        (("content-type", "text/plain"), ("version", _VERSION_LIST), ("content-length", str(len(data)))),
-    )
+    return plain_error(message, body.format(*args))
 
 
 def error_frame(kind: str, *args: Any) -> Any:

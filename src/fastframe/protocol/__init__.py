@@ -20,7 +20,7 @@ from any monotonic clock) where time matters. API summary::
     server.receive_frames(data, now) -> [Frame, ...]   # the frames of those events, heart-beats dropped
     server.accept(headers={"server": ...}) -> CONNECTED bytes | server.reject(message) -> ERROR bytes
     server.message(sub_id, body, headers, destination=, message_id=, ack_id=) / receipt(receipt_id)
-      / error(message) -> bytes
+      / error(message, body=, headers=) -> bytes; plain_error(message, text) -> RabbitMQ's ERROR shape
     server.frame(fastframe.Frame) -> bytes             # any frame, in the negotiated version
     Both: state (State.IDLE/CONNECTING/CONNECTED/DISCONNECTING/CLOSED), version, heartbeat
       (send_ms, receive_ms), pending_receipts, new_id(prefix),
@@ -70,11 +70,11 @@ from ._events import (
 )
 from ._heartbeat import DEFAULT_GRACE, HeartbeatTimer
 from ._inbox import Inbox, ReadGate, ReadPauses
-from ._server import ServerConnection
+from ._server import ServerConnection, plain_error
 
 __all__ = [
     "DEFAULT_GRACE", "Abort", "Headers", "header_list", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
     "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
     "Inbox", "LocalProtocolError", "Message", "Nack", "ProtocolError", "ReadGate", "ReadPauses", "Receipt", "RemoteProtocolError", "Send",
-    "ServerConnection", "State", "Subscribe", "Unsubscribe",
+    "ServerConnection", "State", "Subscribe", "Unsubscribe", "plain_error",
 ]  # fmt: skip

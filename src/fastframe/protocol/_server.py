@@ -30,7 +30,24 @@ from ._events import (
     Unsubscribe,
 )
 
-__all__ = ["ServerConnection"]
+__all__ = ["ServerConnection", "plain_error"]
+
+_VERSION_LIST = ",".join(VERSIONS)
+
+
+def plain_error(message: str, text: str) -> Tuple[str, bytes, Tuple[Tuple[str, str], ...]]:
+    """``(message, body, headers after message)`` of an ERROR whose body is ``text``, shaped as
+    RabbitMQ shapes its ERRORs (``content-type:text/plain``, ``version`` listing the versions it
+    speaks, ``content-length``): what :meth:`ServerConnection.error` takes as ``(message, body=,
+    headers=)``. The broker's errors and the asyncio server's own (its limits, time-outs, shutdown)
+    both have this shape."""
+    data = text.encode("utf-8")
+    return (
+        message,
+        data,
+        (("content-type", "text/plain"), ("version", _VERSION_LIST), ("content-length", str(len(data)))),
+    )
+
 
 _OPEN = (State.CONNECTED, State.DISCONNECTING)
 # what each version cannot carry in a header (name, value): an ERROR's become spaces, so it always goes out

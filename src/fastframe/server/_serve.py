@@ -42,15 +42,24 @@ import logging
 import ssl as _ssl
 from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Set, Tuple
 
-from ..broker import error_parts
 from ..codec import DecodeError, EncodeError, Frame, encode
-from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError
+from ..protocol import FrameEvent, LocalProtocolError, RemoteProtocolError, plain_error
 from ..protocol import ServerConnection as ProtocolConnection
 
 __all__ = ["serve", "Server", "ServedConnection", "FrameHandler", "SlowConsumerError", "TimeoutClosed"]
 
 _log = logging.getLogger("fastframe.server")
 _CALLS = {"CONNECTED": "accept", "RECEIPT": "receipt", "ERROR": "error"}
+#: (message header, text) of the ERRORs the server sends itself, whatever its handler (its limits,
+#: time-outs, input the protocol refuses, shutdown), worded as RabbitMQ words them; ``{}`` is filled in.
+_ERRORS = {
+    "not-connected": ("Illegal command", "You must log in using CONNECT first"),
+    "malformed": ("Malformed frame", "{}\n"),
+    "too-many-connections": ("Too many connections", "The broker accepts at most {} connections\n"),
+    "shutdown": ("Server shutting down", "The broker is shutting down\n"),
+    "timeout": ("Timeout", "{}\n"),
+    "internal": ("Internal error", "The server failed to handle a frame ({}); the connection is closed\n"),
+}
 
 
 class SlowConsumerError(ConnectionError):
@@ -299,8 +308,10 @@ class ServedConnection(asyncio.Protocol):
         self.write(data)
 
     def _fail(self, kind: str, *args: Any) -> None:
-        """Our own ERROR of ``kind`` (the broker's shapes: :data:`fastframe.broker.ERRORS`)."""
-        message, body, headers = error_parts(kind, *args)
+        """Our own ERROR of ``kind`` (a key of ``_ERRORS``, its text formatted with ``args``), in
+        RabbitMQ's shape as the broker's are (:func:`fastframe.protocol.plain_error`)."""
+        message, text = _ERRORS[kind]
+        message, body, headers = plain_error(message, text.format(*args))
         self.error(message, body=body, headers=headers)
 
     def write(self, data: bytes) -> None:
