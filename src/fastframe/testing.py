@@ -19,8 +19,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, TypeVar
 
-import fastframe
-
+from .codec import Decoder
 from .server import Broker, BrokerHandler, ServedConnection
 
 __all__ = ["LoggedFrame", "TestBroker"]
@@ -90,7 +89,7 @@ class _Handle:
         if self._broker.logging:
             if entry.decoder is None:
                 # (what the broker writes back may hold header bytes it kept: keep_invalid_utf8)
-                entry.decoder = fastframe.Decoder(self._conn.version or "1.2", keep_invalid_utf8=True)
+                entry.decoder = Decoder(self._conn.version or "1.2", keep_invalid_utf8=True)
             now = time.time()
             for frame in entry.decoder.feed(data):
                 self._broker._log("received", LoggedFrame(frame, entry.login, entry.client_id, now))
