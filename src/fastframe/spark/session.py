@@ -204,9 +204,8 @@ def _checkpoint_without_forks(spark: Any) -> None:
 
     On a local file system without Hadoop's native library (PySpark ships none), FileContext's
     rename forks ``readlink`` for each file it writes, and each fork of the driver's JVM took
-    10-100 ms here: 60-110 ms of each batch's ``walCommit`` and ``commitOffsets`` and some
-    0.3-0.6 s of a query's start, against 11-37 ms with the FileSystem one, which renames with
-    the same rename(2). Where the master is local or on loopback the checkpoint is almost surely
+    10-100 ms here: each batch's ``walCommit`` took 58-86 ms and its ``commitOffsets`` 70-107 ms,
+    against 19-25 and 11-37 ms with the FileSystem one, which renames with the same rename(2). Where the master is local or on loopback the checkpoint is almost surely
     on a local disk; on HDFS both managers rename atomically (FileSystem's without overwriting,
     which the offset and commit logs do not ask for). A ``conf`` that sets the class wins.
     """
