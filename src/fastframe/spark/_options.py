@@ -15,9 +15,9 @@ import json
 import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-import fastframe
-
+from .. import codec as fastframe_codec
 from ..archive import parse_size
+from ..codec import VERSIONS, Decoder
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SPLIT_MODES = ("auto", "scan", "none")
@@ -133,11 +133,9 @@ def _convert(kind: str, value: Any) -> Any:
     if kind == "size":
         return parse_size(value)
     if kind == "version":
-        return _choice(value, fastframe.VERSIONS)
+        return _choice(value, VERSIONS)
     if kind == "version?":
-        return (
-            None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, fastframe.VERSIONS)
-        )
+        return None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, VERSIONS)
     if kind == "mode":
         return _choice(value, MODES, upper=True)
     if kind == "split":
@@ -220,7 +218,7 @@ class WriteOptions(NamedTuple):
     write_index: bool
     index_interval: int
 
-    def make_encoder(self, codec: Any = fastframe) -> Any:
+    def make_encoder(self, codec: Any = fastframe_codec) -> Any:
         return codec.Encoder(self.version, escapes=self.escapes, content_length=self.content_length, eol=self.eol)
 
 
@@ -252,7 +250,7 @@ def read_options(options: Mapping[str, Any]) -> ReadOptions:
     if not paths:
         raise ValueError("no path given: use load(path), load([paths]) or option('path', ...)")
     try:
-        fastframe.Decoder(**decoder)  # the codec checks its own options, once, on the driver
+        Decoder(**decoder)  # the codec checks its own options, once, on the driver
     except (TypeError, ValueError) as exc:
         raise ValueError(f"decoder option: {exc}") from None
     for name in ("maxRecordsPerBatch", "maxBytesPerBatch", "readBufferSize", "maxPartitionBytes"):

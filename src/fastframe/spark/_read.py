@@ -14,8 +14,8 @@ from typing import Any, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-import fastframe
-
+from .. import __version__
+from .. import codec as fastframe_codec
 from ..archive import (
     choose_splits,
     compression_for,
@@ -28,9 +28,9 @@ from ..archive import (
 from ._arrow import ARROW_TYPES, BatchBuilder, arrow_schema, default_fields
 from ._options import ReadOptions
 
-#: The codec module rows are decoded with: ``fastframe`` (whichever twin it
+#: The codec module rows are decoded with: ``fastframe.codec`` (whichever twin it
 #: picked). Tests point it at each twin module in turn.
-codec: Any = fastframe
+codec: Any = fastframe_codec
 
 
 class Split(NamedTuple):
@@ -156,7 +156,7 @@ def _announce_twin() -> None:
     if codec.IMPLEMENTATION != "c":
         print(
             f"fastframe.spark: worker pid {os.getpid()} decodes with the pure-Python twin "
-            f"(fastframe {fastframe.__version__}, {sys.executable}): the compiled module is not installed "
+            f"(fastframe {__version__}, {sys.executable}): the compiled module is not installed "
             "on this node; the codec column says 'python'",
             file=sys.stderr,
         )
@@ -250,14 +250,14 @@ def read_split(split: Split, opts: ReadOptions, fields: Optional[Sequence[Any]] 
                 remaining -= len(data)
             try:
                 decoder.feed(data)
-            except fastframe.DecodeError as err:  # the rows before it stay in the decoder
+            except fastframe_codec.DecodeError as err:  # the rows before it stay in the decoder
                 error = (err.offset + base, err.code, err.reason)
                 break
             yield from cut(False)
         if error is None:
             try:
                 decoder.close()
-            except fastframe.DecodeError as err:
+            except fastframe_codec.DecodeError as err:
                 error = (err.offset + base, err.code, err.reason)
     finally:
         stream.close()

@@ -16,15 +16,14 @@ import uuid
 from itertools import accumulate
 from typing import Any, Dict, Iterable, List, Optional, Sequence
 
-import fastframe
-
+from .. import codec as fastframe_codec
 from ..archive import INDEX_SUFFIX, basename, make_index, resolve
 from ._options import CODEC_SUFFIX, WriteOptions
 
 STAGING = "_temporary"
 
 #: The codec module frames are encoded with (tests point it at each twin).
-codec: Any = fastframe
+codec: Any = fastframe_codec
 
 
 def _pairs_per_row(column: Any) -> List[Optional[List[Any]]]:
