@@ -80,24 +80,17 @@ class BaseMessage(MessageEvent):
     MESSAGE as its ``message_class`` (one object per message); :class:`Message` (the asyncio
     client's) and :class:`fastframe.sync.Message` (the blocking client's) add ``ack()``/``nack()``."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_client", "_session")
     # one delivery is one object: compared and hashed by identity, not by its fields
     __eq__ = object.__eq__
     __ne__ = object.__ne__
     __hash__ = object.__hash__
 
-    def __init__(
-        self,
-        frame: Any,
-        subscription: Optional[str] = None,
-        message_id: Optional[str] = None,
-        ack_id: Optional[str] = None,
-        destination: Optional[str] = None,
-        *,
-        session: SessionLike,
-    ) -> None:
-        MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)
-        self._session = session
+    def __init__(self, *fields: Any, client: Any, session: SessionLike) -> None:
+        # fields: the event's (frame, subscription, message_id, ack_id, destination); ``client`` is
+        # what ack() and nack() call: the subclass's client
+        MessageEvent.__init__(self, *fields)
+        self._client, self._session = client, session
 
     @property
     def event(self) -> MessageEvent:
@@ -136,21 +129,8 @@ class Message(BaseMessage):
     """A MESSAGE delivered to a subscription of the asyncio client: a :class:`BaseMessage` with
     ``await ack()`` and ``await nack()``, bound to the client that read it."""
 
-    __slots__ = ("_client",)
-
-    def __init__(
-        self,
-        frame: Any,
-        subscription: Optional[str] = None,
-        message_id: Optional[str] = None,
-        ack_id: Optional[str] = None,
-        destination: Optional[str] = None,
-        *,
-        client: ClientLike,
-        session: SessionLike,
-    ) -> None:
-        MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)  # (one call less per message)
-        self._session, self._client = session, client
+    __slots__ = ()
+    _client: ClientLike
 
     async def ack(
         self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None

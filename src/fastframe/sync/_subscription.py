@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional,
 
 from .. import aio
 from ..protocol import Inbox
-from ..protocol import Message as MessageEvent
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -80,21 +79,8 @@ class Message(aio.BaseMessage):
     (``body``, ``frame``, header lookups, the ids) with blocking ``ack()``/``nack()``, callable from
     any thread. The connection builds it, one object per message."""
 
-    __slots__ = ("_client",)
-
-    def __init__(
-        self,
-        frame: Any,
-        subscription: Optional[str] = None,
-        message_id: Optional[str] = None,
-        ack_id: Optional[str] = None,
-        destination: Optional[str] = None,
-        *,
-        client: ClientLike,
-        session: Any,
-    ) -> None:
-        MessageEvent.__init__(self, frame, subscription, message_id, ack_id, destination)  # (one call less per message)
-        self._session, self._client = session, client
+    __slots__ = ()
+    _client: ClientLike
 
     def ack(self, *, transaction: Optional[str] = None, receipt: bool = False, timeout: Optional[float] = None) -> None:
         """Acknowledge (``client`` mode: this and the older messages of the subscription)."""
