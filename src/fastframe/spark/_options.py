@@ -1,8 +1,7 @@
-"""Reader and writer options: names, defaults, parsing and checking.
+"""The file half's options (reader and writer): names, defaults, kinds and checks.
 
-Spark hands a data source its options as strings in a case-insensitive map;
-Python callers (``fastframe convert``, the tests) pass Python values. Both go
-through here, so the two accept and refuse the same things. Names follow Spark's own file
+They are parsed as the broker half's are (:mod:`._option_parsing`, one parser), so Spark's strings
+and Python values are accepted and refused alike. Names follow Spark's own file
 sources where one exists (``pathGlobFilter``, ``recursiveFileLookup``,
 ``mode``, ``compression``, ``maxPartitionBytes``) and the codec's keyword
 arguments otherwise, in camelCase; ``snake_case`` spellings are accepted too,
@@ -11,13 +10,11 @@ since the match ignores case, ``_`` and ``-``.
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 from .. import codec as fastframe_codec
-from ..archive import parse_size
-from ..codec import VERSIONS, Decoder
+from ..codec import Decoder
+from ._option_parsing import Converter, choice, match, parse
 
 MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 SPLIT_MODES = ("auto", "scan", "none")
@@ -74,112 +71,44 @@ _WRITE_OPTIONS: Dict[str, Tuple[str, Any]] = {
 }
 
 
-def _key(name: str) -> str:
-    return name.replace("_", "").replace("-", "").lower()
-
-
-def _parse_bool(value: Any) -> bool:
-    if isinstance(value, bool):
+def _content_length(value: Any) -> Optional[bool]:
+    # -> the codec's content_length: False = only for bodies with a NUL (rows come back as they
+    # were), None = for every non-empty body, True = always
+    if value is None or isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise ValueError(f"not a boolean: {value!r}")
+    text = str(value).strip().lower().replace("_", "-")
+    table: Dict[str, Optional[bool]] = {
+        "as-needed": False, "never": False, "false": False, "non-empty": None, "auto": None,
+        "always": True, "true": True,
+    }  # fmt: skip
+    if text not in table:
+        raise ValueError(f"{value!r} is not one of as-needed, non-empty, always")
+    return table[text]
 
 
-def _parse_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"not an integer: {value!r}")
-    if isinstance(value, int):
-        return value
-    try:
-        return int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"not an integer: {value!r}") from None
+def _eol(value: Any) -> str:
+    text = str(value)
+    eols = {"\n": "\n", "\r\n": "\r\n", "lf": "\n", "crlf": "\r\n"}
+    if text.lower() not in eols and text not in eols:
+        raise ValueError(f"{value!r} is not one of LF, CRLF")
+    return eols.get(text, eols.get(text.lower(), "\n"))
 
 
-def _choice(value: Any, choices: Tuple[str, ...], upper: bool = False) -> str:
-    text = str(value).strip()
-    text = text.upper() if upper else text.lower()
-    if text not in choices:
-        raise ValueError(f"{value!r} is not one of {', '.join(choices)}")
-    return text
+def _write_compression(value: Any) -> str:
+    text = choice(value, COMPRESSIONS + ("uncompressed",))
+    return "none" if text == "uncompressed" else text
 
 
-def _parse_paths(value: Any) -> List[str]:
-    if isinstance(value, str):
-        # Spark passes several load() paths as a JSON array in "paths"
-        parsed = json.loads(value) if value.lstrip().startswith("[") else [value]
-    else:
-        parsed = list(value)
-    if not all(isinstance(p, str) for p in parsed):
-        raise ValueError(f"paths must be strings, not {value!r}")
-    return [os.fspath(p) for p in parsed]
-
-
-def _convert(kind: str, value: Any) -> Any:
-    if kind == "str":
-        return os.fspath(value) if not isinstance(value, str) else value
-    if kind == "paths":
-        return _parse_paths(value)
-    if kind == "bool":
-        return _parse_bool(value)
-    if kind == "bool?":
-        return None if value is None or str(value).lower() in ("", "none", "auto") else _parse_bool(value)
-    if kind == "int":
-        return _parse_int(value)
-    if kind == "size":
-        return parse_size(value)
-    if kind == "version":
-        return _choice(value, VERSIONS)
-    if kind == "version?":
-        return None if value is None or str(value).lower() in ("", "none", "auto") else _choice(value, VERSIONS)
-    if kind == "mode":
-        return _choice(value, MODES, upper=True)
-    if kind == "split":
-        return _choice(value, SPLIT_MODES)
-    if kind == "filesystem":
-        return _choice(value, FILESYSTEMS)
-    if kind == "compression":
-        return _choice(value, ("auto",) + COMPRESSIONS)
-    if kind == "wcompression":
-        text = _choice(value, COMPRESSIONS + ("uncompressed",))
-        return "none" if text == "uncompressed" else text
-    if kind == "contentLength":
-        # -> the codec's content_length: False = only for bodies with a NUL (rows come back
-        # as they were), None = for every non-empty body, True = always
-        if value is None or isinstance(value, bool):
-            return value
-        text = str(value).strip().lower().replace("_", "-")
-        table: Dict[str, Optional[bool]] = {
-            "as-needed": False, "never": False, "false": False, "non-empty": None, "auto": None,
-            "always": True, "true": True,
-        }  # fmt: skip
-        if text not in table:
-            raise ValueError(f"{value!r} is not one of as-needed, non-empty, always")
-        return table[text]
-    if kind == "eol":
-        text = str(value)
-        eols = {"\n": "\n", "\r\n": "\r\n", "lf": "\n", "crlf": "\r\n"}
-        if text.lower() not in eols and text not in eols:
-            raise ValueError(f"{value!r} is not one of LF, CRLF")
-        return eols.get(text, eols.get(text.lower()))
-    raise AssertionError(kind)
-
-
-def _match(options: Mapping[str, Any], known: Dict[str, Any], what: str) -> Dict[str, Any]:
-    """Option values keyed by their canonical name; unknown names are refused."""
-    canonical = {_key(name): name for name in known}
-    out: Dict[str, Any] = {}
-    for name, value in options.items():
-        key = _key(name)
-        if key not in canonical:
-            names = ", ".join(sorted(known))
-            raise ValueError(f"unknown {what} option {name!r}; the options are: {names}")
-        out[canonical[key]] = value
-    return out
+#: The file half's own kinds (beside :data:`._option_parsing.KINDS`).
+_FILE_KINDS: Dict[str, Converter] = {
+    "mode": lambda value: choice(value, MODES, upper=True),
+    "split": lambda value: choice(value, SPLIT_MODES),
+    "filesystem": lambda value: choice(value, FILESYSTEMS),
+    "compression": lambda value: choice(value, ("auto",) + COMPRESSIONS),
+    "wcompression": _write_compression,
+    "contentLength": _content_length,
+    "eol": _eol,
+}
 
 
 class ReadOptions(NamedTuple):
@@ -224,24 +153,10 @@ class WriteOptions(NamedTuple):
 
 def read_options(options: Mapping[str, Any]) -> ReadOptions:
     """Check reader options (strings from Spark, or Python values)."""
-    known: Dict[str, Any] = dict(_READ_OPTIONS)
-    known.update({name: ("decoder", None) for name in _DECODER_OPTIONS})
-    given = _match(options, known, "read")
-    values: Dict[str, Any] = {}
-    decoder: Dict[str, Any] = {}
-    for name, (kind, default) in known.items():
-        if name in _DECODER_OPTIONS:
-            if name in given:
-                kwarg, dkind = _DECODER_OPTIONS[name]
-                try:
-                    decoder[kwarg] = _convert(dkind, given[name])
-                except ValueError as exc:
-                    raise ValueError(f"option {name}: {exc}") from None
-            continue
-        try:
-            values[name] = _convert(kind, given[name]) if name in given else default
-        except ValueError as exc:
-            raise ValueError(f"option {name}: {exc}") from None
+    known = {**_READ_OPTIONS, **{name: (kind, None) for name, (_, kind) in _DECODER_OPTIONS.items()}}
+    values = parse(options, known, "read", _FILE_KINDS)
+    given = match(options, known, "read")
+    decoder = {kwarg: values[name] for name, (kwarg, _) in _DECODER_OPTIONS.items() if name in given}
     paths: List[str] = []
     if values["path"] is not None:
         paths.append(values["path"])
@@ -280,13 +195,7 @@ def read_options(options: Mapping[str, Any]) -> ReadOptions:
 
 def write_options(options: Mapping[str, Any]) -> WriteOptions:
     """Check writer options (strings from Spark, or Python values)."""
-    given = _match(options, _WRITE_OPTIONS, "write")
-    values: Dict[str, Any] = {}
-    for name, (kind, default) in _WRITE_OPTIONS.items():
-        try:
-            values[name] = _convert(kind, given[name]) if name in given else default
-        except ValueError as exc:
-            raise ValueError(f"option {name}: {exc}") from None
+    values = parse(options, _WRITE_OPTIONS, "write", _FILE_KINDS)
     if not values["path"]:
         raise ValueError("no path given: use save(path) or option('path', ...)")
     if values["indexInterval"] < 1:

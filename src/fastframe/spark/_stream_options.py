@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Tuple, Union
 
-from ._options import _convert, _key, _match, _parse_int
+from ._option_parsing import key, parse, parse_int
 
 CONSUME_MODES = ("ack", "stream")
 
@@ -20,7 +20,7 @@ CONSUME_MODES = ("ack", "stream")
 #: messages/s, the whole range at once (20,000) 19,000 to 23,000.
 STREAM_CREDIT = 4000
 
-# name: (kind, default); kinds as in _options._convert, plus "seconds"
+# name: (kind, default); kinds as in _option_parsing.KINDS
 _CONNECTION_OPTIONS: Dict[str, Tuple[str, Any]] = {
     "host": ("str", None),
     "port": ("int", 61613),
@@ -83,17 +83,7 @@ _SINK_OPTIONS: Dict[str, Tuple[str, Any]] = {
 
 def is_broker(options: Mapping[str, Any]) -> bool:
     """Whether options name a broker (``host`` or ``servers``): then the source and sink talk to it."""
-    return any(_key(name) in ("host", "servers") for name in options)
-
-
-def _seconds(value: Any) -> float:
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"not a number of seconds: {value!r}") from None
-    if not seconds > 0 or seconds > 86_400:
-        raise ValueError(f"must be more than 0 and at most 86400 seconds, not {value!r}")
-    return seconds
+    return any(key(name) in ("host", "servers") for name in options)
 
 
 #: Options Spark itself passes along with ours (a load() or save() path, the sink's checkpoint).
@@ -101,18 +91,8 @@ _SPARKS_OWN = ("path", "paths", "checkpointLocation", "queryName")
 
 
 def _values(options: Mapping[str, Any], known: Dict[str, Tuple[str, Any]], what: str) -> Dict[str, Any]:
-    spark_own = {_key(name) for name in _SPARKS_OWN}
-    given = _match({k: v for k, v in options.items() if _key(k) not in spark_own}, known, what)
-    values: Dict[str, Any] = {}
-    for name, (kind, default) in known.items():
-        if name not in given:
-            values[name] = default
-            continue
-        try:
-            values[name] = _seconds(given[name]) if kind == "seconds" else _convert(kind, given[name])
-        except ValueError as exc:
-            raise ValueError(f"option {name}: {exc}") from None
-    return values
+    spark_own = {key(name) for name in _SPARKS_OWN}
+    return parse({k: v for k, v in options.items() if key(k) not in spark_own}, known, what)
 
 
 class Connection(NamedTuple):
@@ -142,7 +122,7 @@ def _connection(values: Dict[str, Any]) -> Connection:
         if not sep or not host:
             raise ValueError(f"option servers: {item!r} is not host:port")
         try:
-            servers.append((host.strip("[]"), _parse_int(port)))
+            servers.append((host.strip("[]"), parse_int(port)))
         except ValueError:
             raise ValueError(f"option servers: {item!r} is not host:port") from None
     if not servers:
@@ -192,7 +172,7 @@ def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
     if lowered.startswith("timestamp="):
         stamp = text.partition("=")[2].strip()
         try:
-            return f"timestamp={_parse_int(stamp)}"
+            return f"timestamp={parse_int(stamp)}"
         except ValueError:
             raise ValueError(f"option startingOffsets: {text!r}: timestamp=T takes seconds since 1970") from None
     if text.startswith("{"):
@@ -209,7 +189,7 @@ def _starting(text: str, destinations: Tuple[str, ...]) -> Any:
             out[name] = value
         return out
     try:
-        offset = _parse_int(text.partition("offset=")[2] if lowered.startswith("offset=") else text)
+        offset = parse_int(text.partition("offset=")[2] if lowered.startswith("offset=") else text)
     except ValueError:
         raise ValueError(
             f"option startingOffsets: {text!r} is not earliest, latest, an offset N, timestamp=T "
