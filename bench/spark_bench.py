@@ -105,8 +105,8 @@ def decode_files(paths: List[str], columns: bool, chunk: int = 1 << 20, batch: i
 
 def task_breakdown(paths: List[str]) -> Dict[str, float]:
     """The Spark task's own work in this process: read_split over every split (reading, decoding, batches)."""
-    from fastframe.spark._options import read_options
-    from fastframe.spark._read import plan, read_split
+    from fastframe.spark._file_options import read_options
+    from fastframe.spark._file_read import plan, read_split
 
     opts = read_options({"paths": paths})
     splits = [s for part in plan(opts) for s in part]
@@ -117,8 +117,8 @@ def write_ipc(paths: List[str], folder: str) -> Dict[str, str]:
     """The stomp source's own batches for every file, saved as Arrow IPC files (built once, untimed)."""
     import pyarrow as pa
 
-    from fastframe.spark._options import read_options
-    from fastframe.spark._read import plan, read_split
+    from fastframe.spark._file_options import read_options
+    from fastframe.spark._file_read import plan, read_split
 
     opts = read_options({"paths": paths})
     out = {}
@@ -143,8 +143,8 @@ def ceiling_source(ipc: Dict[str, str]) -> Any:
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
     from fastframe.spark import spark_schema
-    from fastframe.spark._options import read_options
-    from fastframe.spark._read import plan
+    from fastframe.spark._file_options import read_options
+    from fastframe.spark._file_read import plan
 
     class CeilingPartition(InputPartition):
         def __init__(self, files: List[str]) -> None:

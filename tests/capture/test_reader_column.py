@@ -16,8 +16,8 @@ if _reason:
     pytest.skip(_reason, allow_module_level=True)
 
 from fastframe.capture import Archive, read_times  # noqa: E402
-from fastframe.spark import _read  # noqa: E402
-from fastframe.spark._options import read_options  # noqa: E402
+from fastframe.spark import _file_read as _read  # noqa: E402
+from fastframe.spark._file_options import read_options  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

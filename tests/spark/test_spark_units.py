@@ -1,7 +1,7 @@
 """The Spark layer's parts without Spark: options, files, planning, splits, batches, writer.
 
 The reader and writer run on each twin in turn (``codec``), pointed at it
-through ``fastframe.spark._read.codec`` / ``_write.codec``.
+through ``fastframe.spark._file_read.codec`` / ``_write.codec``.
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ from fastframe.archive import (
     scan_checkpoints,
     write_index,
 )
-from fastframe.spark import _read, _write
+from fastframe.spark import _file_read as _read
+from fastframe.spark import _file_write as _write
 from fastframe.spark._arrow import arrow_schema, default_fields
-from fastframe.spark._options import read_options, write_options
-from fastframe.spark._read import MalformedStompError, plan, read_split
-from fastframe.spark._write import FrameFileWriter
+from fastframe.spark._file_options import read_options, write_options
+from fastframe.spark._file_read import MalformedStompError, plan, read_split
+from fastframe.spark._file_write import FrameFileWriter
 
 from .helpers import bare_decode, split_rows
 

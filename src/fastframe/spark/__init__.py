@@ -45,18 +45,18 @@ __all__ = [
 _LAZY = {
     "COLUMNS": "._columns",
     "SPARK_DDL": "._columns",
-    "MalformedStompError": "._read",
+    "MalformedStompError": "._file_read",
     "StompDataSource": "._source",
     "generate_archive": "..archive",  # needs no Spark: fastframe.archive
     "get_session": ".session",
     "register": ".session",
-    "option_names": "._options",
+    "option_names": "._file_options",
     "spark_schema": "._schema",
     "write_index": "..archive",  # needs no Spark: fastframe.archive
     # what the command line's `fastframe convert` uses (imported from here, not from the private
     # modules; not in __all__: no API of their own)
-    "read_options": "._options",
-    "list_files": "._read",
+    "read_options": "._file_options",
+    "list_files": "._file_read",
     "ExecutorProblem": "._cluster",
     "check_executors": "._cluster",
     "tasks_per_executor": "._cluster",

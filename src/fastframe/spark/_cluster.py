@@ -41,7 +41,7 @@ SHIPPED_PYTHON = f"./{ENV_NAME}/bin/python3"
 ARCHIVE_ENDINGS = (".tar.gz", ".tgz", ".tar", ".zip")
 # what a read task imports; the compiled twin is checked apart (fastframe.IMPLEMENTATION; without it the pure-Python
 # twin runs, slowly)
-NEEDED_MODULES = ("pyarrow", "fastframe", "fastframe.spark._read", "pyspark_stomp")
+NEEDED_MODULES = ("pyarrow", "fastframe", "fastframe.spark._file_read", "pyspark_stomp")
 
 
 class ExecutorProblem(RuntimeError):
@@ -408,7 +408,7 @@ def check_executors(spark: Any, python: str, tasks: Optional[int] = None, wait: 
 
 
 # what a read or stream task of the stomp source imports on an executor (the ones missing in this release skipped)
-WARM_MODULES = ("pyarrow", "fastframe.spark._source", "fastframe.spark._read", "fastframe.spark._stream_source",
+WARM_MODULES = ("pyarrow", "fastframe.spark._source", "fastframe.spark._file_read", "fastframe.spark._stream_source",
                 "fastframe.spark._stream_read")  # fmt: skip
 
 

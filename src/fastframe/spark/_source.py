@@ -21,14 +21,14 @@ from pyspark.sql.datasource import (
     WriterCommitMessage,
 )
 
-from ._options import read_options, write_options
+from ._file_options import read_options, write_options
 from ._schema import check_read_schema, spark_schema
 from ._stream_options import is_broker
 from ._worker import freeze_worker_heap
 
 
 class StompPartition(InputPartition):
-    """The splits one task reads (see ``_read.Split``)."""
+    """The splits one task reads (see ``_file_read.Split``)."""
 
     def __init__(self, splits: Sequence[Any]) -> None:
         self.splits = [tuple(split) for split in splits]
@@ -40,14 +40,14 @@ class StompReader(DataSourceReader):
         self.fields = check_read_schema(schema)
 
     def partitions(self) -> List[InputPartition]:
-        from ._read import plan
+        from ._file_read import plan
 
         parts = plan(self.opts)
         # Spark wants at least one partition, even for an empty folder
         return [StompPartition(part) for part in parts] or [StompPartition([])]
 
     def read(self, partition: Any) -> Iterator[Any]:
-        from ._read import Split, read_split
+        from ._file_read import Split, read_split
 
         freeze_worker_heap()
         for split in partition.splits:
@@ -61,7 +61,7 @@ class StompCommitMessage(WriterCommitMessage):
 
 class StompWriter(DataSourceArrowWriter):
     def __init__(self, options: Any, schema: Any, overwrite: bool) -> None:
-        from ._write import FrameFileWriter
+        from ._file_write import FrameFileWriter
 
         self.writer = FrameFileWriter(write_options(options), schema.fieldNames(), overwrite)
 

@@ -16,7 +16,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ._stream_client import BrokerConnection
 from ._stream_options import SinkOptions
-from ._write import _pairs_per_row
+from ._file_write import pairs_per_row
 
 
 def _column(batch: Any, name: str) -> Optional[List[Any]]:
@@ -30,7 +30,7 @@ def _rows(batch: Any, opts: SinkOptions) -> Iterable[Tuple[str, Any, List[Tuple[
     destinations = _column(batch, "destination") or [None] * n
     names = batch.schema.names
     header_column = "headers" if "headers" in names else ("header_map" if "header_map" in names else None)
-    headers = _pairs_per_row(batch.column(header_column)) if header_column else [None] * n
+    headers = pairs_per_row(batch.column(header_column)) if header_column else [None] * n
     for body, destination, pairs in zip(bodies, destinations, headers):
         destination = destination or opts.destination
         if not destination:

@@ -26,7 +26,7 @@ from ..archive import (
     scan_checkpoints,
 )
 from ._arrow import ARROW_TYPES, BatchBuilder, arrow_schema, default_fields
-from ._options import ReadOptions
+from ._file_options import ReadOptions
 
 #: The codec module rows are decoded with: ``fastframe.codec`` (whichever twin it
 #: picked). Tests point it at each twin module in turn.

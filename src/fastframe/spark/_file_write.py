@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from .. import codec as fastframe_codec
 from ..archive import INDEX_SUFFIX, basename, make_index, resolve
-from ._options import CODEC_SUFFIX, WriteOptions
+from ._file_options import CODEC_SUFFIX, WriteOptions
 
 STAGING = "_temporary"
 
@@ -26,7 +26,7 @@ STAGING = "_temporary"
 codec: Any = fastframe_codec
 
 
-def _pairs_per_row(column: Any) -> List[Optional[List[Any]]]:
+def pairs_per_row(column: Any) -> List[Optional[List[Any]]]:
     """A list<struct<name,value>> or map<string,string> column as per-row lists of pairs."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
@@ -84,7 +84,7 @@ class FrameFileWriter:
                     continue
                 commands = batch.column("command").to_pylist()
                 bodies = batch.column("body").to_pylist() if self.has_body else [None] * n
-                headers = _pairs_per_row(batch.column(self.headers_column)) if self.headers_column else [None] * n
+                headers = pairs_per_row(batch.column(self.headers_column)) if self.headers_column else [None] * n
                 errors = batch.column("error_code").to_pylist() if self.has_error else [None] * n
                 chunks = []
                 for command, pairs, body, error in zip(commands, headers, bodies, errors):
