@@ -65,7 +65,7 @@ WING_IMPORTS: Dict[str, Set[str]] = {
     "websocket": {"codec"},
     "archive": {"codec"},  # the sample generators are the archive's
     "capture": {"codec", "archive"},
-    "spark": {"codec", "archive", "aio", "root", "__version__"},
+    "spark": {"codec", "archive", "aio", "__version__"},
     "cli": {"aio", "archive", "capture", "protocol", "server", "spark", "root"},
     "testing": {"codec", "server"},
     "pytest_plugin": {"testing"},

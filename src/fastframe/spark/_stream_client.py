@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Dict, Optional, TypeVar
 
-import fastframe.aio as aio
-
+from .. import aio
 from ._stream_options import Connection
 
 T = TypeVar("T")

@@ -23,9 +23,8 @@ import sys
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
 
-import fastframe
-import fastframe.aio as aio
-
+from .. import aio
+from ..codec import IMPLEMENTATION
 from ._stream_client import BrokerConnection, BrokerError, server_reason
 from ._stream_options import SourceOptions, stream_queue
 from ._stream_schema import messages_to_batch, stream_arrow_schema
@@ -365,7 +364,7 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
     if end <= start:
         return
     schema = stream_arrow_schema()
-    codec = fastframe.IMPLEMENTATION
+    codec = IMPLEMENTATION
     with BrokerConnection(opts.connection, max_queue=min(opts.prefetch, end - start) + 1) as broker:
         check_rabbitmq(broker)
         cursor = _Range(opts, broker, destination, start, end)

@@ -16,7 +16,7 @@ import time
 from itertools import accumulate, chain
 from typing import Any, List, Optional, Sequence, Tuple
 
-from fastframe.codec import ESCAPE
+from ..codec import ESCAPE
 
 #: (name, Spark type, nullable, meaning) of every column, in order.
 STREAM_COLUMNS: Tuple[Tuple[str, str, bool, str], ...] = (

@@ -345,8 +345,7 @@ class AckQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAv
         return self._planned(self._latest(self._start(start), limit))
 
     def _latest(self, start: Dict[str, Any], limit: ReadLimit) -> Dict[str, Any]:
-        import fastframe
-
+        from ..codec import IMPLEMENTATION
         from ._stream_schema import batch_to_bytes, messages_to_batch
 
         for held in self._held:
@@ -359,7 +358,7 @@ class AckQueueReader(_FollowsTheQuery, DataSourceStreamReader, SupportsTriggerAv
         if count:
             end = {"received": start["received"] + count, "tick": start["tick"]}
             rows = [
-                HeldPartition(dest, batch_to_bytes(messages_to_batch(dest, messages, None, fastframe.IMPLEMENTATION)))
+                HeldPartition(dest, batch_to_bytes(messages_to_batch(dest, messages, None, IMPLEMENTATION)))
                 for dest, messages in received.items()
                 if messages
             ]
