@@ -120,7 +120,7 @@ class StandaloneCluster:
     def alive_workers(self) -> List[Dict[str, Any]]:
         try:
             workers: List[Dict[str, Any]] = self.state().get("workers", [])
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or a page that is not the Master's JSON yet (empty)
             return []
         return [w for w in workers if w.get("state") == "ALIVE"]
 
