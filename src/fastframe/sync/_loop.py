@@ -30,7 +30,7 @@ log = logging.getLogger("fastframe.sync")
 _TIMEOUTS = (asyncio.TimeoutError, concurrent.futures.TimeoutError)  # (one class from Python 3.11 on)
 
 
-# The client's own tasks (the watch on its end, the subscriptions' pumps), held until they end: a
+# The client's own tasks (the watch on its end, calls waiting for receipts), held until they end: a
 # program that drops a client it never closed, while reading is paused (the socket then is in no
 # selector), leaves nothing else holding them, and the collector would destroy them pending.
 _KEPT: Set[asyncio.Task[Any]] = set()
