@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
+from ._file_write import pairs_per_row
 from ._stream_client import BrokerConnection
 from ._stream_options import SinkOptions
-from ._file_write import pairs_per_row
 
 
 def _column(batch: Any, name: str) -> Optional[List[Any]]:
