@@ -80,8 +80,9 @@ class Inbox(Generic[T]):
 
     :meth:`put` and :meth:`settle` ask the gate to pause or resume, so they run where the gate
     lives (the event loop's thread); :meth:`take` and :meth:`take_batch` take without asking
-    anything and may run on any thread: after them, :attr:`settle_due` says whether
-    :meth:`settle` should run (where the gate lives).
+    anything: after them, :attr:`settle_due` says whether :meth:`settle` should run (where the gate
+    lives). :meth:`take` (a deque's popleft) may run on any thread, beside others; :meth:`take_batch`
+    copies then clears, so it is for one taker at a time (the asyncio client's loop).
     """
 
     __slots__ = ("items", "bound", "room", "low", "high", "pause", "_gate")
@@ -136,7 +137,7 @@ class Inbox(Generic[T]):
         items = self.items
         if limit >= len(items):
             batch = list(items)
-            items.clear()  # (with another thread taking too, a message may be in both: not so here)
+            items.clear()  # (not atomic with the copy: one taker at a time, see the class)
             return batch
         popleft = items.popleft
         return [popleft() for _ in range(limit)]
