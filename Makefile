@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 EXTRAS ?= test,bench,spark,zstd,ws
 
-.PHONY: demo test bench docs clean fuzz fuzz-smoke broker-stress broker-stress-smoke sanitize sanitize-smoke valgrind valgrind-smoke
+.PHONY: demo test bench docs sync-signatures clean fuzz fuzz-smoke broker-stress broker-stress-smoke sanitize sanitize-smoke valgrind valgrind-smoke
 
 $(VENV)/.installed: pyproject.toml setup.py MANIFEST.in src/fastframe/codec/_codec_c.pyx $(wildcard src/fastframe/codec/*.pxi)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ $(VENV)/.docs-installed: $(VENV)/.installed pyproject.toml
 docs: $(VENV)/.docs-installed
 	$(PY) -m sphinx -q -E -W -n --keep-going -b html docs docs/_build/html
 	@echo "the site: docs/_build/html/index.html"
+
+# the blocking API's signatures and shared docstrings, written from the asyncio API's
+# (tools/sync_signatures.py; tests/sync/test_api_mirror.py fails when they are not up to date)
+sync-signatures:
+	$(PYTHON) tools/sync_signatures.py
 
 # --- fuzzing, sanitizers, valgrind (fuzz/README.md) -----------------------------------------------
 # atheris and Cython go into the venv by name: `pip install -e .[fuzz]` would rebuild the editable

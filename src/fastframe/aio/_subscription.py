@@ -7,9 +7,9 @@ module does not import the client's (which imports this one).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Protocol, Tuple, Type, Union
 
-from ..protocol import Inbox, spec
+from ..protocol import Headers, Inbox, spec
 from ..protocol import Message as MessageEvent
 from ._errors import ConnectionClosedError
 
@@ -43,7 +43,7 @@ class ClientLike(Protocol):
         self,
         destination: str,
         body: Union[bytes, str] = b"",
-        headers: Optional[Dict[str, str]] = None,
+        headers: Headers = None,
         *,
         content_type: Optional[str] = None,
         transaction: Optional[str] = None,
@@ -319,7 +319,7 @@ class Transaction:
         self,
         destination: str,
         body: Union[bytes, str] = b"",
-        headers: Optional[Dict[str, str]] = None,
+        headers: Headers = None,
         *,
         content_type: Optional[str] = None,
     ) -> None:

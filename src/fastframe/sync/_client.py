@@ -9,17 +9,16 @@ import random
 import ssl as _ssl
 import threading
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Any, Awaitable, Callable, List, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from .. import aio
-from ..protocol import LocalProtocolError, header_list
+from ..protocol import Headers, LocalProtocolError, header_list
 from ._loop import CallTimeout, ConnectionClosedLater, LoopThread, Outbox, blocking_timeout, keep
 from ._subscription import Message, Subscription, Transaction
 
 __all__ = ["Client", "connect"]
 
 T = TypeVar("T")
-Headers = Optional[Union[Dict[str, str], Sequence[Tuple[str, str]]]]
 _JOIN = 5.0  # seconds to wait for the I/O thread and callback workers to end when closing
 _VERDICT = 1.0  # seconds a caller whose call started waits past its timeout for the loop's own verdict
 

@@ -22,10 +22,10 @@ import asyncio
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Protocol, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import aio
-from ..protocol import Inbox
+from ..protocol import Headers, Inbox
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 __all__ = ["ClientLike", "Message", "Subscription", "Transaction"]
 
 log = logging.getLogger("fastframe.sync")
-Headers = Optional[Union[Dict[str, str], List[Tuple[str, str]]]]
 
 
 class ClientLike(Protocol):
