@@ -37,6 +37,7 @@ PUBLIC = [
     "decode",
     "encode",
     "to_columns",
+    "route_messages",
     "IMPLEMENTATION",
 ]
 

@@ -289,6 +289,7 @@ class Client:
         for sub in self._subscriptions.values():  # re-establish, with the same ids
             sub.restart(session)
             session.write(conn.subscribe(sub.id, sub.destination, ack=sub.ack, headers=sub.headers))
+            self._route_into(conn, sub)
         session.closed.add_done_callback(lambda _: self._session_ended(session))
         self._ready.set()
 
@@ -514,6 +515,7 @@ class Client:
         def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
             data = conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid)
             self._subscriptions[sub_id] = sub  # from the SUBSCRIBE on: messages route here, reconnects re-send it
+            self._route_into(conn, sub)
             return data
 
         try:
@@ -522,12 +524,24 @@ class Client:
             self._abandon(sub, exc)
             raise
 
+    def _route_into(self, conn: ClientConnection, sub: Receiver) -> None:
+        # the everyday MESSAGE goes from the read straight into the subscription's inbox (the
+        # connection's compiled fast path); a frame hook sees every frame, so then _route does it
+        if self._hooks[0] is None:
+            conn.route(sub.id, sub.inbox)
+
+    def _unroute(self, sub: Receiver) -> None:
+        session = self._session
+        if session is not None:
+            session.conn.unroute(sub.id)
+
     def _abandon(self, sub: Receiver, error: BaseException) -> None:
         # subscribe() failed (see "When a request fails" in connect()): no subscription is left at
         # the broker, in the protocol connection or among the transport's reasons to pause, and what
         # arrived for it before the failure stays readable from the error's ``subscription``
         if self._subscriptions.get(sub.id) is sub:
             del self._subscriptions[sub.id]
+            self._unroute(sub)
         session = self._session
         if session is not None and self.is_connected and sub.id in session.conn.subscriptions:
             session.write(session.conn.unsubscribe(sub.id))  # (no receipt: nothing more to wait for)
@@ -540,6 +554,7 @@ class Client:
         """UNSUBSCRIBE ``sub`` (what ``sub.unsubscribe()`` does); its iteration stops after the queued messages."""
         if self._subscriptions.pop(sub.id, None) is None:
             return
+        self._unroute(sub)  # (messages read from now on are dropped, as _route drops them)
         ended = self._ended_subscriptions
         ended[sub.id] = None
         if len(ended) > _ENDED_SUBSCRIPTIONS_KEPT:

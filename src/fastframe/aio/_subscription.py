@@ -86,10 +86,24 @@ class BaseMessage(MessageEvent):
     __ne__ = object.__ne__
     __hash__ = object.__hash__
 
-    def __init__(self, *fields: Any, client: Any, session: SessionLike) -> None:
-        # fields: the event's (frame, subscription, message_id, ack_id, destination); ``client`` is
-        # what ack() and nack() call: the subclass's client
-        MessageEvent.__init__(self, *fields)
+    def __init__(
+        self,
+        frame: Any,
+        subscription: Optional[str] = None,
+        message_id: Optional[str] = None,
+        ack_id: Optional[str] = None,
+        destination: Optional[str] = None,
+        *,
+        client: Any,
+        session: SessionLike,
+    ) -> None:
+        # the event's fields, then ``client`` (what ack() and nack() call: the subclass's client) and
+        # the session; every slot set here, in one call (one per message received: no super call)
+        self._frame = frame
+        self._subscription = subscription
+        self._message_id = message_id
+        self._ack_id = ack_id
+        self._destination = destination
         self._client, self._session = client, session
 
     @property
@@ -154,6 +168,11 @@ class Receiver(Protocol):
     ack: str
     headers: List[Tuple[str, str]]
 
+    @property
+    def inbox(self) -> Inbox[Any]:
+        """Where the connection queues the messages itself, as ``deliver`` would, then calls the
+        inbox's ``wake`` (:meth:`fastframe.protocol.ClientConnection.route`)."""
+
     def deliver(self, message: BaseMessage, closing: bool) -> None:
         """Queue ``message`` (``closing``: the client is closing down, reading freely)."""
 
@@ -183,6 +202,7 @@ class Subscription:
         self, client: ClientLike, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
     ) -> None:
         self._inbox: Inbox[Message] = Inbox(max_queue)
+        self._inbox.wake = self._wake
         self.id = id  #: The subscription's id (the SUBSCRIBE's ``id`` header; MESSAGEs name it).
         self.destination = destination  #: The destination subscribed to.
         self.ack = ack  #: The ack mode: ``"auto"``, ``"client"`` or ``"client-individual"``.
@@ -198,6 +218,11 @@ class Subscription:
 
     # ------------------------------------------------------------------ the client's side (Receiver)
 
+    @property
+    def inbox(self) -> Inbox[Message]:
+        """The queue of messages (:class:`fastframe.protocol.Inbox`): the connection fills it."""
+        return self._inbox
+
     def deliver(self, message: BaseMessage, closing: bool) -> None:
         """(The client's routing) Queue ``message``; wake a waiting reader."""
         inbox = self._inbox
@@ -205,6 +230,10 @@ class Subscription:
             inbox.items.append(message)  # type: ignore[arg-type]  # (what put() does below the bound, no call)
         else:
             inbox.put(message, message._session, closing)  # type: ignore[arg-type]  # (the client's message_class)
+        self._wake()
+
+    def _wake(self) -> None:
+        # (also the inbox's wake: the session calls it after a read queued messages into the inbox)
         waiter = self._waiter
         if waiter is not None:
             self._waiter = None  # woken once: the messages after this one need not look at it

@@ -310,6 +310,10 @@ class ClientSession:
         self.resume_reading(_RESTING)
 
     def _dispatch(self, events: List[Any]) -> None:
+        for inbox in self.conn.take_filled():  # the read's messages queued straight into inboxes
+            wake = inbox.wake
+            if wake is not None:
+                wake()
         for event in events:
             if self._frame_hook is not None:
                 self._frame_hook("in", getattr(event, "frame", None))  # (None: a heart-beat)

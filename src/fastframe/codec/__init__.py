@@ -11,7 +11,8 @@ Everything here is re-exported by the package root (``fastframe.decode`` is
 ``fastframe.codec.decode``), except the few rules that only the layers above need:
 ``COMMANDS_BY_VERSION`` and ``ESCAPE`` (the specification's tables) and ``receive_size`` /
 ``received_size`` (the buffer-lending rules of ``Decoder.get_buffer`` and ``buffer_updated``, for a
-layer that lends its own buffer).
+layer that lends its own buffer), and ``route_messages`` (the client connection's fast path from a
+read's decoded frames to its subscriptions' queues).
 """
 
 from __future__ import annotations
@@ -54,7 +55,18 @@ def _extensions_disabled() -> bool:
 
 
 if TYPE_CHECKING:  # type checkers read the reference
-    from ._codec_py import IMPLEMENTATION, ColumnDecoder, Decoder, Encoder, Frame, Heartbeat, decode, encode, to_columns
+    from ._codec_py import (
+        IMPLEMENTATION,
+        ColumnDecoder,
+        Decoder,
+        Encoder,
+        Frame,
+        Heartbeat,
+        decode,
+        encode,
+        route_messages,
+        to_columns,
+    )
 else:
     _twin = None
     if not _extensions_disabled():
@@ -73,6 +85,7 @@ else:
     decode = _twin.decode
     encode = _twin.encode
     to_columns = _twin.to_columns
+    route_messages = _twin.route_messages
     del _twin
 
 __all__ = [
@@ -108,5 +121,6 @@ __all__ = [
     "encode",
     "receive_size",
     "received_size",
+    "route_messages",
     "to_columns",
 ]

@@ -29,7 +29,8 @@ sitting (500 lines or fewer), in this order:
   tail kept) and the one-copy sink of a large body arriving in pieces;
 - _faults.pxi: the decoder's errors: excerpts, diagnosis, the head's limits;
 - _column_decoder.pxi: ColumnDecoder;
-- _encoder.pxi: the Encoder and encode().
+- _encoder.pxi: the Encoder and encode();
+- _route.pxi: route_messages(), a read's everyday MESSAGEs into their queues.
 
 One extension module, not several with .pxd files: the parts share C types
 and inline helpers freely, nothing is exported at the C level, and the build
@@ -45,7 +46,7 @@ cimport cython
 from cpython.buffer cimport PyBUF_FULL_RO, PyBuffer_IsContiguous, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.exc cimport PyErr_Clear, PyErr_ExceptionMatches
-from cpython.dict cimport PyDict_Next, PyDict_Size
+from cpython.dict cimport PyDict_GetItem, PyDict_Next, PyDict_Size
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF, PyObject
 from cpython.list cimport PyList_AsTuple
@@ -124,7 +125,8 @@ cdef extern from *:
     const bint FREE_THREADED "FF_FREE_THREADED"
 
 __all__ = [
-    "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "IMPLEMENTATION",
+    "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "route_messages",
+    "IMPLEMENTATION",
 ]
 
 IMPLEMENTATION = "c"
@@ -167,3 +169,4 @@ include "_feeding.pxi"
 include "_faults.pxi"
 include "_column_decoder.pxi"
 include "_encoder.pxi"
+include "_route.pxi"

@@ -70,6 +70,7 @@ __all__ = [
     "decode",
     "encode",
     "to_columns",
+    "route_messages",
     "IMPLEMENTATION",
 ]
 
@@ -766,6 +767,68 @@ def decode(data: BytesLike, version: str = "1.2", **options: Any) -> List[Any]:
     frames = decoder.feed(data)
     decoder.close()
     return frames
+
+
+def route_messages(
+    items: List[Any],
+    start: int,
+    routes: Dict[str, Tuple[Any, Any, int, bool]],
+    ack_header: bool,
+    unacked: Dict[str, Tuple[str, str]],
+    make: Any,
+    filled: List[Any],
+) -> int:
+    """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues.
+
+    The receiving side's fast path (a client connection calls it on each read's decoded items):
+    from ``start`` on, each :class:`Frame` whose command is ``MESSAGE``, with ``subscription`` and
+    ``message-id`` headers (str) and a subscription in ``routes`` whose queue has room, becomes
+    ``make(frame, subscription, message_id, ack_id, destination)`` appended to that queue;
+    ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it is set, else the
+    message id, and a subscription that acknowledges (``manual``) records
+    ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
+    ``(owner, queue, room, manual)``: ``queue`` is appended to while ``len(queue) < room``, and
+    ``owner`` is added to ``filled`` (once per run of messages). Returns the index of the first
+    item it did not queue (``len(items)`` when it queued them all): a heart-beat, another frame, an
+    unusual MESSAGE, a full queue; the caller takes that item by its general path, then may call
+    again from the next one, so the order of everything is kept.
+    """
+    end = len(items)
+    i = start
+    while i < end:
+        frame = items[i]
+        if type(frame) is not Frame or frame._command != "MESSAGE":
+            return i
+        sub_id = message_id = ack = destination = None
+        for key, value in frame._headers:  # the first of each name, as Frame.get
+            if key == "subscription":
+                if sub_id is None:
+                    sub_id = value
+            elif key == "message-id":
+                if message_id is None:
+                    message_id = value
+            elif key == "ack":
+                if ack is None:
+                    ack = value
+            elif key == "destination":
+                if destination is None:
+                    destination = value
+        if type(sub_id) is not str or type(message_id) is not str:
+            return i
+        route = routes.get(sub_id)
+        if route is None:
+            return i
+        owner, queue, room, manual = route
+        if len(queue) >= room:
+            return i
+        ack_id = (ack if ack_header else None) or message_id
+        if manual:
+            unacked[ack_id] = (sub_id, message_id)
+        queue.append(make(frame, sub_id, message_id, ack_id, destination))
+        if not filled or filled[-1] is not owner:
+            filled.append(owner)
+        i += 1
+    return end
 
 
 # --------------------------------------------------------------------------- encoder

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat
+from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat, route_messages
 from . import spec
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import Connected, Error, Event, Message, Receipt
+from ._inbox import Inbox
 
 _CONNECTED = State.CONNECTED
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
@@ -69,6 +70,9 @@ class ClientConnection(ConnectionCore):
         #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
         self.unacked: Dict[str, Tuple[str, str]] = {}
         self._closed_subscriptions: Dict[str, None] = {}
+        # route(): subscription id -> (inbox, its deque, its room, whether it acknowledges)
+        self._routes: Dict[str, Tuple[Inbox[Any], Any, int, bool]] = {}
+        self._filled: List[Inbox[Any]] = []
 
     @property
     def last_frame(self) -> Optional[Any]:
@@ -141,15 +145,60 @@ class ClientConnection(ConnectionCore):
         if not self._handshaken or self.strict:
             super()._dispatch_all(items, events)
             return
-        # the usual read, many MESSAGEs at once: the shared loop and _dispatch, inlined
-        append, on_message = events.append, self._on_message
-        for item in items:
+        # the usual read, many MESSAGEs at once: those of routed subscriptions go straight into
+        # their inboxes (route_messages, compiled in the codec's C twin), the others through the
+        # shared loop and _dispatch, inlined; route_messages stops at anything else, so the order
+        # of everything is kept
+        append, on_message, routes = events.append, self._on_message, self._routes
+        i, end = 0, len(items)
+        while i < end:
+            if routes and self.state is _CONNECTED:
+                i = route_messages(
+                    items,  # type: ignore[arg-type]  # (the decoder's list)
+                    i,
+                    routes,
+                    self.version == "1.2",
+                    self.unacked,
+                    self.message_class,
+                    self._filled,
+                )
+                if i == end:
+                    return
+            item = items[i]
+            i += 1
             if type(item) is Heartbeat:
                 append(_BEAT)
             elif item.command == "MESSAGE" and self.state is _CONNECTED:
                 append(on_message(item, events))
             else:
                 super()._dispatch(item, events)
+
+    def route(self, id: str, inbox: Inbox[Any]) -> None:
+        """Queue the MESSAGEs of subscription ``id`` straight into ``inbox`` (the receiving fast path).
+
+        From now on, a MESSAGE of that subscription read while the connection is open (and not
+        ``strict``) becomes a :attr:`message_class` object appended to ``inbox.items`` while it
+        holds fewer than ``inbox.room``, with no event returned for it; :meth:`take_filled` says
+        which inboxes got messages. A MESSAGE that finds the inbox at its room, or anything unusual
+        about it, is returned as an event as usual (the caller queues it with :meth:`Inbox.put`,
+        which decides about pausing). :meth:`unroute`, :meth:`unsubscribe` end the routing.
+        """
+        if id not in self.subscriptions:
+            raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
+        self._routes[id] = (inbox, inbox.items, inbox.room, self.subscriptions[id][1] != "auto")
+
+    def unroute(self, id: str) -> None:
+        """Stop queueing subscription ``id``'s MESSAGEs into an inbox: they are events again."""
+        self._routes.pop(id, None)
+
+    def take_filled(self) -> Sequence[Inbox[Any]]:
+        """The inboxes that routed MESSAGEs were queued into since the last call (each once per
+        run of messages; usually once per read), for the caller to wake their readers."""
+        filled = self._filled
+        if not filled:
+            return ()
+        self._filled = []
+        return filled
 
     def _dispatch(self, frame: Any, events: List[Event]) -> None:
         # the everyday frame, a MESSAGE on an open session, without the general path's calls; a
@@ -450,6 +499,7 @@ class ClientConnection(ConnectionCore):
 
     def _forget_subscription(self, sub_id: str) -> None:
         self.subscriptions.pop(sub_id, None)
+        self._routes.pop(sub_id, None)
         self._closed_subscriptions[sub_id] = None
         if len(self._closed_subscriptions) > _CLOSED_SUBSCRIPTIONS_KEPT:
             del self._closed_subscriptions[next(iter(self._closed_subscriptions))]

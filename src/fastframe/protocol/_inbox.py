@@ -9,7 +9,7 @@ client's the same inbox plus a condition), so the rules exist once and are teste
 from __future__ import annotations
 
 import collections
-from typing import Deque, Dict, Generic, List, Optional, Protocol, TypeVar
+from typing import Callable, Deque, Dict, Generic, List, Optional, Protocol, TypeVar
 
 __all__ = ["Inbox", "ReadGate", "ReadPauses"]
 
@@ -85,7 +85,7 @@ class Inbox(Generic[T]):
     copies then clears, so it is for one taker at a time (the asyncio client's loop).
     """
 
-    __slots__ = ("items", "bound", "room", "low", "high", "pause", "_gate")
+    __slots__ = ("items", "bound", "room", "low", "high", "pause", "wake", "_gate")
 
     def __init__(self, bound: int) -> None:
         if bound < 1:
@@ -99,6 +99,9 @@ class Inbox(Generic[T]):
         self.high = 2 * bound  # the hard bound
         #: what this inbox asks of its gate: 0 (nothing), 1 (a soft pause) or 2 (a hard one)
         self.pause = 0
+        #: what wakes the inbox's reader after a connection queued messages into :attr:`items`
+        #: itself (:meth:`fastframe.protocol.ClientConnection.route`): called once per read
+        self.wake: Optional[Callable[[], None]] = None
         self._gate: Optional[ReadGate] = None  # the gate it asked (the connection that filled it)
 
     def __len__(self) -> int:

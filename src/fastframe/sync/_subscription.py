@@ -116,6 +116,7 @@ class Subscription:
         client_ended: Callable[[BaseException], None],
     ) -> None:
         self._inbox: Inbox[Message] = Inbox(max_queue)
+        self._inbox.wake = self._queued
         self.id = id  #: the subscription id (the SUBSCRIBE's ``id`` header)
         self.destination = destination  #: what it subscribed to
         self.ack = ack  #: its ack mode: ``auto``, ``client`` or ``client-individual``
@@ -137,6 +138,11 @@ class Subscription:
         return len(self._inbox)
 
     @property
+    def inbox(self) -> Inbox[Message]:
+        """The queue of messages (:class:`fastframe.protocol.Inbox`): the I/O thread fills it."""
+        return self._inbox
+
+    @property
     def held(self) -> int:
         """How many messages the subscription holds, not yet taken (at most ``max_queue``, twice that
         while a receipt is awaited, plus the rest of the socket read that reached the bound)."""
@@ -151,6 +157,10 @@ class Subscription:
             inbox.items.append(message)  # type: ignore[arg-type]  # (what put() does below the bound, no call)
         else:
             inbox.put(message, message.session, closing)  # type: ignore[arg-type]
+        self._queued()
+
+    def _queued(self) -> None:
+        # (also the inbox's wake: the session calls it after a read queued messages into the inbox)
         if self._waiting and not self._notified:  # a consumer announced its wait before its last look
             self._notified = True
             self._loop.call_soon(self._wake)  # once the read's other messages are queued too
