@@ -39,7 +39,7 @@ MODULES = [
 # public methods only one side has, and why
 ONLY_AIO: Dict[str, Set[str]] = {
     "Client": {"send_nowait", "start_request", "subscribe_into", "session"},  # loop-side plumbing
-    "Subscription": {"get_nowait", "get_batch"},  # for code that cannot await; a thread waits with get()
+    "Subscription": {"get_nowait"},  # for code that cannot await; a thread waits with get()
 }
 ONLY_SYNC: Dict[str, Set[str]] = {
     "Client": {"async_client", "loop", "flush", "server"},  # the thread boundary's own calls
@@ -64,6 +64,7 @@ OWN_DOCSTRINGS: Dict[Tuple[str, str], str] = {
     ("Client", "close"): "every waiting thread fails at once",
     ("Client", "wait_closed"): "its timeout",
     ("Subscription", "get"): "TimeoutError, and the error after a clean end",
+    ("Subscription", "get_batch"): "any number of threads may take at once",
 }
 # what an annotation of the asyncio API names, in the blocking API (a name not here means its namesake)
 TYPES = {"Receiver": "Subscription"}  # (the blocking client's subscriptions are its receivers)

@@ -349,3 +349,21 @@ def test_tls_through_the_callers_context(certificate: Any) -> None:
         with pytest.raises(aio.ConnectionClosedError) as info:
             fastframe.sync.connect("127.0.0.1", server.port, ssl=ssl.create_default_context(), connect_timeout=5)
         assert isinstance(info.value.__cause__, ssl.SSLError)
+
+
+def test_get_batch_takes_what_is_queued_in_order_without_waiting(broker: BrokerThread) -> None:
+    with connect(broker.port) as client:
+        sub = client.subscribe("/queue/batch", ack="client-individual")
+        assert sub.get_batch(10) == []  # nothing queued: no wait
+        for n in range(50):
+            client.send("/queue/batch", b"%d" % n)
+        client.flush(timeout=5)
+        got = [sub.get(timeout=5)]
+        deadline = time.monotonic() + 5
+        while len(got) < 50 and time.monotonic() < deadline:
+            batch = sub.get_batch(7)
+            assert len(batch) <= 7
+            got += batch or [sub.get(timeout=5)]
+        assert [m.body for m in got] == [b"%d" % n for n in range(50)]
+        got[-1].ack(receipt=True)  # routed messages are in the connection's ledger: acknowledged by id
+        assert sub.get_batch(10) == []

@@ -311,6 +311,7 @@ class ClientSession:
 
     def _dispatch(self, events: List[Any]) -> None:
         for inbox in self.conn.take_filled():  # the read's messages queued straight into inboxes
+            inbox.filled(self)
             wake = inbox.wake
             if wake is not None:
                 wake()
@@ -506,6 +507,7 @@ class ClientSession:
     def closing_down(self) -> None:
         """Read freely from now on (DISCONNECT is being sent: its RECEIPT must not wait behind MESSAGEs)."""
         self._pauses.closing = True
+        self.conn.unroute_all()  # Inbox.put drops what comes past a hard bound now: each MESSAGE an event
         self._apply_flow()
 
     def is_reading(self) -> bool:

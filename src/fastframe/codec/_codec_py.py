@@ -781,20 +781,20 @@ def route_messages(
     """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues.
 
     The receiving side's fast path (a client connection calls it on each read's decoded items):
-    from ``start`` on, each :class:`Frame` whose command is ``MESSAGE``, with ``subscription`` and
-    ``message-id`` headers (str) and a subscription in ``routes`` whose queue has room, becomes
-    ``make(frame, subscription, message_id, ack_id, destination)`` appended to that queue;
-    ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it is set, else the
-    message id, and a subscription that acknowledges (``manual``) records
+    from ``start`` on (0 when negative), each :class:`Frame` whose command is ``MESSAGE``, with
+    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes`` whose queue
+    is below its limit, becomes ``make(frame, subscription, message_id, ack_id, destination)``
+    appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
+    is set, else the message id, and a subscription that acknowledges (``manual``) records
     ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
-    ``(owner, queue, room, manual)``: ``queue`` is appended to while ``len(queue) < room``, and
+    ``(owner, queue, limit, manual)``: ``queue`` is appended to while ``len(queue) < limit``, and
     ``owner`` is added to ``filled`` (once per run of messages). Returns the index of the first
     item it did not queue (``len(items)`` when it queued them all): a heart-beat, another frame, an
-    unusual MESSAGE, a full queue; the caller takes that item by its general path, then may call
-    again from the next one, so the order of everything is kept.
+    unusual MESSAGE, a queue at its limit; the caller takes that item by its general path, then may
+    call again from the next one, so the order of everything is kept.
     """
     end = len(items)
-    i = start
+    i = max(start, 0)
     while i < end:
         frame = items[i]
         if type(frame) is not Frame or frame._command != "MESSAGE":
@@ -818,8 +818,8 @@ def route_messages(
         route = routes.get(sub_id)
         if route is None:
             return i
-        owner, queue, room, manual = route
-        if len(queue) >= room:
+        owner, queue, limit, manual = route
+        if len(queue) >= limit:
             return i
         ack_id = (ack if ack_header else None) or message_id
         if manual:

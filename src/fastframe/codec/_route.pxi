@@ -18,14 +18,26 @@ cdef object NAME_DESTINATION = _interned(_name_objects, "destination")
 
 
 def route_messages(list items, Py_ssize_t start, dict routes, bint ack_header, dict unacked, make, list filled):
-    """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues;
-    the index of the first item not queued (see the Python twin)."""
+    """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues.
+
+    The receiving side's fast path (a client connection calls it on each read's decoded items):
+    from ``start`` on (0 when negative), each :class:`Frame` whose command is ``MESSAGE``, with
+    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes`` whose queue
+    is below its limit, becomes ``make(frame, subscription, message_id, ack_id, destination)``
+    appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
+    is set, else the message id, and a subscription that acknowledges (``manual``) records
+    ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
+    ``(owner, queue, limit, manual)``: ``queue`` is appended to while ``len(queue) < limit``, and
+    ``owner`` is added to ``filled`` (once per run of messages). Returns the index of the first
+    item it did not queue (``len(items)`` when it queued them all): a heart-beat, another frame, an
+    unusual MESSAGE, a queue at its limit; the caller takes that item by its general path, then may
+    call again from the next one, so the order of everything is kept.
+    """
     cdef Py_ssize_t i = start, end = len(items), j, count
     cdef object item, key, value, sub_id, message_id, ack, destination, ack_id, queue, owner
     cdef Frame frame
     cdef tuple headers, pair, route
     cdef PyObject *found
-    cdef Py_ssize_t room
     if i < 0:
         i = 0
     while i < end:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat, route_messages
@@ -12,6 +13,7 @@ from ._events import Connected, Error, Event, Message, Receipt
 from ._inbox import Inbox
 
 _CONNECTED = State.CONNECTED
+_UNBOUNDED = sys.maxsize  # route(): the queue's limit in route_messages (the inbox decides after the read)
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
 #: CONNECT headers that connect()'s own arguments write: refused among its ``headers``.
@@ -177,15 +179,21 @@ class ClientConnection(ConnectionCore):
         """Queue the MESSAGEs of subscription ``id`` straight into ``inbox`` (the receiving fast path).
 
         From now on, a MESSAGE of that subscription read while the connection is open (and not
-        ``strict``) becomes a :attr:`message_class` object appended to ``inbox.items`` while it
-        holds fewer than ``inbox.room``, with no event returned for it; :meth:`take_filled` says
-        which inboxes got messages. A MESSAGE that finds the inbox at its room, or anything unusual
-        about it, is returned as an event as usual (the caller queues it with :meth:`Inbox.put`,
-        which decides about pausing). :meth:`unroute`, :meth:`unsubscribe` end the routing.
+        ``strict``) becomes a :attr:`message_class` object appended to ``inbox.items``, with no
+        event returned for it; :meth:`take_filled` says which inboxes got messages, for the caller
+        to call their :meth:`Inbox.filled` (which pauses reading as :meth:`Inbox.put` would) and
+        ``wake``. Anything unusual about a MESSAGE returns it as an event as usual. Routing has no
+        bound of its own: the inbox's bound holds to one read either way. :meth:`unroute` and
+        :meth:`unsubscribe` end it (as closing down should: then :meth:`Inbox.put` drops what
+        comes past the hard bound).
         """
         if id not in self.subscriptions:
             raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
-        self._routes[id] = (inbox, inbox.items, inbox.room, self.subscriptions[id][1] != "auto")
+        self._routes[id] = (inbox, inbox.items, _UNBOUNDED, self.subscriptions[id][1] != "auto")
+
+    def unroute_all(self) -> None:
+        """:meth:`unroute` every subscription (closing down: every MESSAGE is an event again)."""
+        self._routes.clear()
 
     def unroute(self, id: str) -> None:
         """Stop queueing subscription ``id``'s MESSAGEs into an inbox: they are events again."""
@@ -508,13 +516,17 @@ class ClientConnection(ConnectionCore):
 
     def _settle(self, ack_id: str) -> List[str]:
         """Remove ``ack_id`` (and, in ``client`` mode, the older ones of its subscription); return them."""
-        sub_id, _ = self.unacked[ack_id]
-        mode = self.subscriptions.get(sub_id, ("", "auto"))[1]
+        unacked = self.unacked
+        sub_id, _ = unacked[ack_id]
+        if self.subscriptions.get(sub_id, ("", "auto"))[1] != "client":
+            del unacked[ack_id]  # (no walk: an ACK per message must not cost the whole ledger)
+            return [ack_id]
         settled = []
-        for key, (sub, _) in list(self.unacked.items()):
-            if key == ack_id or (mode == "client" and sub == sub_id):
+        for key, (sub, _) in unacked.items():  # oldest first, up to ack_id: what it settles
+            if sub == sub_id:
                 settled.append(key)
-                del self.unacked[key]
             if key == ack_id:
                 break
+        for key in settled:
+            del unacked[key]
         return settled

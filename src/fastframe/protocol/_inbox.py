@@ -100,7 +100,8 @@ class Inbox(Generic[T]):
         #: what this inbox asks of its gate: 0 (nothing), 1 (a soft pause) or 2 (a hard one)
         self.pause = 0
         #: what wakes the inbox's reader after a connection queued messages into :attr:`items`
-        #: itself (:meth:`fastframe.protocol.ClientConnection.route`): called once per read
+        #: itself (:meth:`fastframe.protocol.ClientConnection.route`): called once per read, after
+        #: :meth:`filled`
         self.wake: Optional[Callable[[], None]] = None
         self._gate: Optional[ReadGate] = None  # the gate it asked (the connection that filled it)
 
@@ -130,6 +131,17 @@ class Inbox(Generic[T]):
                 gate.pause_reading(self, hard=pause == _HARD)
         items.append(item)
         return True
+
+    def filled(self, gate: ReadGate) -> None:
+        """After a connection appended to :attr:`items` itself (a read's messages, routed): pause
+        ``gate`` as :meth:`put` would have for the last of them (the read is queued whole)."""
+        size = len(self.items)
+        if size < self.bound:
+            return
+        pause = _HARD if size >= self.high else _SOFT
+        if pause != self.pause or gate is not self._gate:  # asked once per change
+            self.pause, self._gate = pause, gate
+            gate.pause_reading(self, hard=pause == _HARD)
 
     def take(self) -> T:
         """The oldest message (:class:`IndexError` when none); see :attr:`settle_due`."""

@@ -226,6 +226,22 @@ class Subscription:
             self._settle_soon()
         return message
 
+    def get_batch(self, limit: int) -> List[Message]:
+        """Up to ``limit`` queued messages at once, oldest first, without waiting (an empty list when
+        none is queued): what one socket read brought, without a call per message. Any number of
+        threads may take at once (each message goes to one of them); wait with :meth:`get` first."""
+        inbox = self._inbox
+        popleft = inbox.items.popleft
+        batch: List[Message] = []
+        try:
+            for _ in range(min(limit, len(inbox.items))):
+                batch.append(popleft())  # (a deque's popleft is atomic: no lock)
+        except IndexError:
+            pass  # another consumer took the rest
+        if inbox.pause and inbox.settle_due:
+            self._settle_soon()
+        return batch
+
     def _wait(self, timeout: Optional[float]) -> Message:
         # the inbox was empty: wait under the lock. A message is not missed: the I/O thread looks at
         # _waiting after its append, a consumer looks at the inbox after it raised _waiting
