@@ -15,10 +15,10 @@ POISON = b"MESSAGE\ndestination:/q\nmessage-id:m\\c2\nn:2\nx-bad:a\xff\\n\xfe\n\
 
 
 class _Message:
-    """What the schema reads of an aio Message: headers, body, message_id, get()."""
+    """What the schema reads of an aio Message: its frame, and get()."""
 
     def __init__(self, frame: Any) -> None:
-        self.headers, self.body = frame.headers, frame.body
+        self.frame, self.headers, self.body = frame, frame.headers, frame.body
         self.message_id = frame.get("message-id")
 
     def get(self, name: str, default: Optional[str] = None) -> Optional[str]:

@@ -60,6 +60,35 @@ def _strings(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.A
     return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
+def header_columns(
+    columns: Any, headers_type: Optional[pa.DataType], map_type: Optional[pa.DataType]
+) -> Tuple[Optional[pa.ListArray], Optional[pa.MapArray]]:
+    """The ``headers`` and ``header_map`` arrays of a ``fastframe.Columns`` (one left out: None for its type).
+
+    Both wrap the codec's buffers and share the name and value arrays unless a
+    row repeats a header name: then the map keeps the first of each name.
+    """
+    n = columns.rows
+    count = len(columns.name_offsets) // 4 - 1
+    list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.header_offsets)])
+    keys = _strings(pa.string(), count, columns.name_offsets, columns.name_data)
+    items = _strings(pa.string(), count, columns.value_offsets, columns.value_data)
+    headers = header_map = None
+    if headers_type is not None:
+        struct_type = headers_type.value_type
+        flat = pa.StructArray.from_arrays([keys, items], fields=[struct_type.field(0), struct_type.field(1)])
+        headers = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
+    if map_type is not None:
+        map_offsets = list_offsets
+        if columns.map_keep is not None:  # some row repeats a name: the first of each name stays
+            map_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.map_offsets)])
+            keep = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(columns.map_keep)])
+            mask = keep.cast(pa.bool_())
+            keys, items = keys.filter(mask), items.filter(mask)
+        header_map = pa.MapArray.from_arrays(map_offsets, keys, items, type=map_type)
+    return headers, header_map
+
+
 class BatchBuilder:
     """Builds the record batches of one file (or one split of it).
 
@@ -101,23 +130,11 @@ class BatchBuilder:
         names = self.names
         arrays: Dict[str, pa.Array] = {}
         if "headers" in names or "header_map" in names:
-            count = len(columns.name_offsets) // 4 - 1
-            list_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.header_offsets)])
-            headers_type = self.types.get("headers", HEADERS_TYPE)
-            struct_type = headers_type.value_type
-            keys = _strings(pa.string(), count, columns.name_offsets, columns.name_data)
-            items = _strings(pa.string(), count, columns.value_offsets, columns.value_data)
-            if "headers" in names:
-                flat = pa.StructArray.from_arrays([keys, items], fields=[struct_type.field(0), struct_type.field(1)])
-                arrays["headers"] = pa.ListArray.from_arrays(list_offsets, flat, type=headers_type)
-            if "header_map" in names:
-                map_offsets = list_offsets
-                if columns.map_keep is not None:  # some row repeats a name: the first of each name stays
-                    map_offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, pa.py_buffer(columns.map_offsets)])
-                    keep = pa.Array.from_buffers(pa.uint8(), count, [None, pa.py_buffer(columns.map_keep)])
-                    mask = keep.cast(pa.bool_())
-                    keys, items = keys.filter(mask), items.filter(mask)
-                arrays["header_map"] = pa.MapArray.from_arrays(map_offsets, keys, items, type=self.types["header_map"])
+            headers, header_map = header_columns(columns, self.types.get("headers"), self.types.get("header_map"))
+            if headers is not None:
+                arrays["headers"] = headers
+            if header_map is not None:
+                arrays["header_map"] = header_map
         for name in names:
             if name in arrays:
                 continue

@@ -13,10 +13,10 @@ passes on) is a row too: the client keeps such bytes (the codec's
 from __future__ import annotations
 
 import time
-from itertools import accumulate, chain
-from typing import Any, List, Optional, Sequence, Tuple
+from functools import lru_cache
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple
 
-from ..codec import ESCAPE
+from ..codec import ESCAPE, to_columns
 
 #: (name, Spark type, nullable, meaning) of every column, in order.
 STREAM_COLUMNS: Tuple[Tuple[str, str, bool, str], ...] = (
@@ -91,55 +91,51 @@ def messages_to_batch(
     destination: str, messages: Sequence[Any], offsets: Optional[Sequence[int]], codec: str, schema: Any = None
 ) -> Any:
     """One Arrow record batch of :class:`fastframe.aio.Message` objects of one subscription (``offsets``:
-    their stream offsets)."""
+    their stream offsets).
+
+    The codec lays the frames out in Arrow's buffers in one pass (``to_columns``, compiled with the C
+    twin); the header columns wrap them, and ``message_id`` and ``redelivered`` are read from the
+    first-wins map in Arrow: no Python object per message but its frame.
+    """
     import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    from ._arrow import header_columns
 
     schema = schema or stream_arrow_schema()
     n = len(messages)
-    rows = [message.headers for message in messages]
-    counts = list(map(len, rows))
-    flat = list(chain.from_iterable(rows))
-    names, values = (list(column) for column in zip(*flat)) if flat else ([], [])
-    header_offsets = list(accumulate(counts, initial=0))
-    headers_type = schema.field("headers").type
-    struct = headers_type.value_type
+    frames = [message.frame for message in messages]
     poison: Optional[List[Optional[Tuple[str, bytes]]]] = None
     try:
-        name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
-    except UnicodeEncodeError:  # a poison message (rare): its rows are made text, the bytes kept aside
-        poison = [_poison(row) for row in rows]
-        rows = [_text_headers(row) if bad else row for row, bad in zip(rows, poison)]
-        flat = list(chain.from_iterable(rows))
-        names, values = (list(column) for column in zip(*flat)) if flat else ([], [])
-        name_array, value_array = pa.array(names, pa.string()), pa.array(values, pa.string())
-    pairs = pa.StructArray.from_arrays([name_array, value_array], fields=[struct.field(0), struct.field(1)])
-    offsets_array = pa.array(header_offsets, pa.int32())
-    headers = pa.ListArray.from_arrays(offsets_array, pairs, type=headers_type)
-    firsts = [dict(reversed(pairs_of_row)) for pairs_of_row in rows]  # the first of each name wins
-    if all(len(first) == count for first, count in zip(firsts, counts)):
-        map_names, map_values, map_offsets = name_array, value_array, offsets_array  # no repeats: shared arrays
-    else:
-        map_names = pa.array([name for first in firsts for name in first], pa.string())
-        map_values = pa.array([value for first in firsts for value in first.values()], pa.string())
-        map_offsets = pa.array(list(accumulate(map(len, firsts), initial=0)), pa.int32())
-    header_map = pa.MapArray.from_arrays(map_offsets, map_names, map_values, type=schema.field("header_map").type)
-    bodies = [message.body for message in messages]
-    ids = [message.message_id for message in messages]
+        columns = to_columns(frames)
+    except UnicodeEncodeError:  # a poison message (rare): its headers are made text, the bytes kept aside
+        poison = [_poison(frame.headers) for frame in frames]
+        columns = to_columns([_text_frame(frame) if bad else frame for frame, bad in zip(frames, poison)])
+    headers, header_map = header_columns(columns, schema.field("headers").type, schema.field("header_map").type)
+    assert headers is not None and header_map is not None  # both types given: both built
+    # each row's first header of a name, found in Arrow: the map's entries, and the row of each
+    keys, items = header_map.keys, header_map.items
+    entry_rows = pc.list_parent_indices(pa.ListArray.from_arrays(header_map.offsets, keys))
+    rows = _row_numbers(n)
+    is_id = pc.equal(keys, "message-id")
+    ids = items.filter(is_id).take(pc.index_in(rows, value_set=entry_rows.filter(is_id)))
+    is_redelivered = pc.and_(pc.equal(keys, "redelivered"), pc.equal(items, "true"))
+    redelivered = pc.is_in(rows, value_set=entry_rows.filter(is_redelivered))
     first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
-    if poison is not None:
-        ids = [_text(value) if value is not None else None for value in ids]
-        first_sub = _text(first_sub) if first_sub is not None else None
-    redelivered = [message.get("redelivered") == "true" for message in messages]
+    if poison is not None and first_sub is not None:
+        first_sub = _text(first_sub)
     now = int(time.time() * 1_000_000)
-    columns = {
+    arrays = {
         "destination": pa.repeat(pa.scalar(destination, pa.string()), n),
         "offset": pa.array(offsets, pa.int64()) if offsets is not None else pa.nulls(n, pa.int64()),
-        "message_id": pa.array(ids, pa.string()),
+        "message_id": ids,
         "subscription": pa.repeat(pa.scalar(first_sub, pa.string()), n),
-        "redelivered": pa.array(redelivered, pa.bool_()),
+        "redelivered": redelivered,
         "headers": headers,
         "header_map": header_map,
-        "body": pa.array(bodies, pa.binary()),
+        "body": pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(columns.body_offsets), pa.py_buffer(columns.body_data)]
+        ),
         "error_code": pa.nulls(n, pa.string()),
         "error_reason": pa.nulls(n, pa.string()),
         "raw_headers": pa.nulls(n, pa.binary()),
@@ -147,10 +143,30 @@ def messages_to_batch(
         "codec": pa.repeat(pa.scalar(codec, pa.string()), n),
     }
     if poison is not None:
-        columns["error_code"] = pa.array([INVALID_UTF8 if bad else None for bad in poison], pa.string())
-        columns["error_reason"] = pa.array([bad[0] if bad else None for bad in poison], pa.string())
-        columns["raw_headers"] = pa.array([bad[1] if bad else None for bad in poison], pa.binary())
-    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+        arrays["error_code"] = pa.array([INVALID_UTF8 if bad else None for bad in poison], pa.string())
+        arrays["error_reason"] = pa.array([bad[0] if bad else None for bad in poison], pa.string())
+        arrays["raw_headers"] = pa.array([bad[1] if bad else None for bad in poison], pa.binary())
+    return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
+
+
+@lru_cache(maxsize=4)  # a stream task's batches mostly have the same size
+def _row_numbers(n: int) -> Any:
+    """0, 1, ..., n - 1 (int64, as list_parent_indices gives)."""
+    import pyarrow as pa
+
+    return pa.array(range(n), pa.int64())
+
+
+class _TextFrame(NamedTuple):
+    """A poison message's frame with its headers made text, as ``to_columns`` reads a frame."""
+
+    command: str
+    headers: Tuple[Tuple[str, str], ...]
+    body: bytes
+
+
+def _text_frame(frame: Any) -> _TextFrame:
+    return _TextFrame(frame.command, _text_headers(frame.headers), frame.body)
 
 
 #: ``error_code`` of a message whose headers hold bytes that are not UTF-8.
