@@ -266,7 +266,7 @@ class Subscription:
         inbox = self._inbox
         if inbox.items:
             message = inbox.items.popleft()
-            if inbox.pause and inbox.settle_due:
+            if len(inbox.items) <= inbox.settle_at:
                 inbox.settle()
             return message
         try:
@@ -291,7 +291,7 @@ class Subscription:
             finally:
                 self._waiter = None
         message = inbox.items.popleft()
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             inbox.settle()
         return message
 
@@ -302,7 +302,7 @@ class Subscription:
         if not inbox.items:
             raise asyncio.QueueEmpty
         message = inbox.items.popleft()
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             inbox.settle()
         return message
 
@@ -311,7 +311,7 @@ class Subscription:
         none is queued): what ``limit`` calls of :meth:`get_nowait` take, with one look at flow control."""
         inbox = self._inbox
         batch = inbox.take_batch(limit)
-        if inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             inbox.settle()
         return batch
 

@@ -85,7 +85,7 @@ class Inbox(Generic[T]):
     copies then clears, so it is for one taker at a time (the asyncio client's loop).
     """
 
-    __slots__ = ("items", "bound", "room", "low", "high", "pause", "wake", "_gate")
+    __slots__ = ("items", "bound", "room", "low", "high", "pause", "settle_at", "wake", "_gate")
 
     def __init__(self, bound: int) -> None:
         if bound < 1:
@@ -99,6 +99,9 @@ class Inbox(Generic[T]):
         self.high = 2 * bound  # the hard bound
         #: what this inbox asks of its gate: 0 (nothing), 1 (a soft pause) or 2 (a hard one)
         self.pause = 0
+        #: :meth:`settle` is due once at most this many are queued (-1: not paused): a taker's one
+        #: comparison per message (``len(inbox.items) <= inbox.settle_at``), no call
+        self.settle_at = -1
         #: what wakes the inbox's reader after a connection queued messages into :attr:`items`
         #: itself (:meth:`fastframe.protocol.ClientConnection.route`): called once per read, after
         #: :meth:`filled`
@@ -127,7 +130,7 @@ class Inbox(Generic[T]):
                 return False
             pause = _HARD if size + 1 >= self.high else _SOFT
             if pause != self.pause or gate is not self._gate:  # asked once per change
-                self.pause, self._gate = pause, gate
+                self._set(pause, gate)
                 gate.pause_reading(self, hard=pause == _HARD)
         items.append(item)
         return True
@@ -140,8 +143,12 @@ class Inbox(Generic[T]):
             return
         pause = _HARD if size >= self.high else _SOFT
         if pause != self.pause or gate is not self._gate:  # asked once per change
-            self.pause, self._gate = pause, gate
+            self._set(pause, gate)
             gate.pause_reading(self, hard=pause == _HARD)
+
+    def _set(self, pause: int, gate: Optional[ReadGate]) -> None:
+        self.pause, self._gate = pause, gate
+        self.settle_at = (-1, self.low, self.high - 1)[pause]
 
     def take(self) -> T:
         """The oldest message (:class:`IndexError` when none); see :attr:`settle_due`."""
@@ -160,8 +167,7 @@ class Inbox(Generic[T]):
     @property
     def settle_due(self) -> bool:
         """Whether messages were taken far enough for :meth:`settle` to change the pause."""
-        pause = self.pause
-        return pause != 0 and (len(self.items) <= self.low or (pause == _HARD and len(self.items) < self.high))
+        return len(self.items) <= self.settle_at
 
     def settle(self) -> None:
         """After messages were taken: withdraw the pause at the low mark, soften it below the hard bound."""
@@ -170,15 +176,16 @@ class Inbox(Generic[T]):
             return
         left = len(self.items)
         if left <= self.low:
-            self.pause, self._gate = 0, None
+            self._set(0, None)
             gate.resume_reading(self)
         elif pause == _HARD and left < self.high:
-            self.pause = _SOFT
+            self._set(_SOFT, gate)
             gate.pause_reading(self)  # a receipt wait may read on again
 
     def release(self) -> None:
         """Withdraw the pause, whatever is queued (the subscription ended)."""
-        gate, self._gate, self.pause = self._gate, None, 0
+        gate = self._gate
+        self._set(0, None)
         if gate is not None:
             gate.resume_reading(self)
 
@@ -188,9 +195,9 @@ class Inbox(Generic[T]):
         the inbox is still full, is asked of ``gate``."""
         if not keep:
             self.items.clear()
-        self.pause, self._gate = 0, None
+        self._set(0, None)
         if len(self.items) >= self.bound:
-            self.pause, self._gate = _SOFT, gate
+            self._set(_SOFT, gate)
             gate.pause_reading(self)
 
     def __repr__(self) -> str:

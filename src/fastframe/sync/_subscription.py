@@ -198,7 +198,7 @@ class Subscription:
         # (on the loop) the pause changes where it was asked: in order with the I/O thread's puts
         self._settling = False
         inbox = self._inbox
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             inbox.settle()
 
     def _settle_soon(self) -> None:
@@ -222,7 +222,7 @@ class Subscription:
             message = inbox.items.popleft()  # a queued message takes no lock (a deque's popleft is atomic)
         except IndexError:
             return self._wait(timeout)
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             self._settle_soon()
         return message
 
@@ -238,7 +238,7 @@ class Subscription:
                 batch.append(popleft())  # (a deque's popleft is atomic: no lock)
         except IndexError:
             pass  # another consumer took the rest
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             self._settle_soon()
         return batch
 
@@ -273,7 +273,7 @@ class Subscription:
             if items and self._waiting:
                 self._notified = True
                 self._ready.notify()  # (another consumer waits: one notify woke this one for many messages)
-        if inbox.pause and inbox.settle_due:
+        if len(inbox.items) <= inbox.settle_at:
             self._settle_soon()
         return message
 
@@ -291,7 +291,7 @@ class Subscription:
                         return  # ended cleanly
                     raise
             else:
-                if inbox.pause and inbox.settle_due:
+                if len(inbox.items) <= inbox.settle_at:
                     self._settle_soon()
             yield message
 
