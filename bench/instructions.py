@@ -2,11 +2,14 @@
 
     python -m bench.instructions                       # both clients, 10,000 and 30,000 messages
     python -m bench.instructions --clients sync --small 5000 --large 15000
+    python -m bench.instructions --clients aio,sync,stomp.py   # stomp.py's listener beside them
+    python -m bench.instructions --clients aio-send,sync-send,stomp.py-send   # N SENDs of 200 B instead
 
 Each client reads N MESSAGEs of 200 B from ``bench.aio_read``'s server (a child process streaming
 pre-encoded bytes) under ``valgrind --tool=callgrind``; the client process's instructions at two
 values of N, subtracted and divided by the difference, are the instructions per message (start-up,
 imports and the handshake cancel out). Threads are counted too (the blocking client's I/O thread).
+A ``-send`` client sends N SENDs of 200 B to a child process that answers CONNECT and reads on.
 Under callgrind the client is far slower than the server, so its reads are full: the count is that
 of a client that keeps up with nothing to spare, and it changes only with the code. Needs valgrind.
 """
@@ -27,21 +30,33 @@ from typing import List, Optional
 
 
 def read(client: str, count: int) -> None:
-    """(Under callgrind) read ``count`` messages with ``client`` ("aio" or "sync")."""
+    """(Under callgrind) read ``count`` messages with ``client`` ("aio", "sync" or "stomp.py"), or
+    send them (the same names ending in ``-send``)."""
     from .aio_read import _serve
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
     port = listener.getsockname()[1]
+    if client.endswith("-send"):
+        sender = multiprocessing.get_context("fork").Process(target=_sink, args=(listener,), daemon=True)
+        sender.start()
+        listener.close()
+        try:
+            SENDERS[client](port, count)
+        finally:
+            sender.terminate()
+        return
     server = multiprocessing.get_context("fork").Process(target=_serve, args=(listener, count, 0, 0), daemon=True)
     server.start()
     listener.close()
     try:
         if client == "aio":
             asyncio.run(_read_aio(port, count))
-        else:
+        elif client == "sync":
             _read_sync(port, count)
+        else:
+            _read_stomp_py(port, count)
     finally:
         server.terminate()
 
@@ -72,6 +87,83 @@ def _read_sync(port: int, count: int) -> None:
                 break
     finally:
         client.close()
+
+
+def _read_stomp_py(port: int, count: int) -> None:
+    import threading
+
+    import stomp
+
+    done, got = threading.Event(), [0]
+
+    class Listener(stomp.ConnectionListener):  # type: ignore[misc]
+        def on_message(self, frame: object) -> None:
+            got[0] += 1
+            if got[0] == count:
+                done.set()
+
+    connection = stomp.Connection([("127.0.0.1", port)], heartbeats=(0, 0), auto_decode=False)
+    connection.set_listener("count", Listener())
+    connection.connect(wait=True)
+    connection.subscribe("/queue/small", id="s", ack="auto")
+    done.wait(600)
+    connection.disconnect(receipt=None)
+
+
+def _sink(listener: socket.socket) -> None:
+    """Answer one client's CONNECT, then read (and drop) what it sends until it goes."""
+    from .aio_read import _read_frame
+
+    listener.settimeout(60)
+    conn, _ = listener.accept()
+    with conn:
+        _read_frame(conn, b"")
+        conn.sendall(b"CONNECTED\nversion:1.2\nheart-beat:0,0\n\n\0")
+        while conn.recv(1 << 20):
+            pass
+
+
+BODY = b"m" * 200
+
+
+def _send_aio(port: int, count: int) -> None:
+    from fastframe import aio
+
+    async def run() -> None:
+        client = await aio.connect("127.0.0.1", port, timeout=300, versions=("1.2",))
+        for _ in range(count):
+            await client.send("/queue/sink", BODY)
+        transport = client.session.transport
+        while transport is not None and transport.get_write_buffer_size():  # everything written
+            await asyncio.sleep(0.01)
+        await client.close()
+
+    asyncio.run(run())
+
+
+def _send_sync(port: int, count: int) -> None:
+    from fastframe import sync
+
+    client = sync.connect("127.0.0.1", port, timeout=300, versions=("1.2",))
+    try:
+        for _ in range(count):
+            client.send("/queue/sink", BODY)
+        client.flush(timeout=300)
+    finally:
+        client.close()
+
+
+def _send_stomp_py(port: int, count: int) -> None:
+    import stomp
+
+    connection = stomp.Connection([("127.0.0.1", port)], heartbeats=(0, 0), auto_decode=False)
+    connection.connect(wait=True)
+    for _ in range(count):
+        connection.send("/queue/sink", BODY)
+    connection.disconnect(receipt=None)
+
+
+SENDERS = {"aio-send": _send_aio, "sync-send": _send_sync, "stomp.py-send": _send_stomp_py}
 
 
 def instructions(client: str, count: int) -> int:
@@ -119,7 +211,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("|---|---:|")
     for client in args.clients.split(","):
         small, large = instructions(client, args.small), instructions(client, args.large)
-        print(f"| fastframe.{client} | {(large - small) / (args.large - args.small):,.0f} |")
+        name = client if client.startswith("stomp.py") else f"fastframe.{client}"
+        print(f"| {name} | {(large - small) / (args.large - args.small):,.0f} |")
     return 0
 
 
