@@ -3,6 +3,8 @@
     python -m bench.spark_stream_bench                          # 200,000 messages of 200 bytes, local[2]
     python -m bench.spark_stream_bench --messages 20000 --batch 5000   # quick
     sudo python -m bench.spark_stream_bench --broker-core       # RabbitMQ on one core, Spark on the other
+    python -m bench.spark_stream_bench --available-now          # a method that runs on PySpark 4.0/4.1 too
+    PYTHONPATH=$PWD/src out/venv-pyspark-4.0/bin/python -m bench.spark_stream_bench --available-now  # (.ci/pyspark-floor's venv)
 
 Source (messages/s, on one RabbitMQ stream queue filled beforehand):
 
@@ -29,6 +31,17 @@ asyncio client, Spark's JVM, its Python workers) at the other (``bench/cgroups.p
 quotas, root), as when the broker has a machine of its own, which is how a broker is deployed: both
 ceilings and the stomp source are then measured with the same core for Spark, and RabbitMQ's CPU no
 longer competes with Spark's.
+
+``--available-now`` is the method that runs the same on PySpark 4.0, 4.1 and 4.2+ (those before 4.2 have
+no admission control for Python streaming sources: no ``maxMessagesPerTrigger`` with ``consume=stream``,
+no ``latestOffset(start, limit)``): each Python source is one ``availableNow`` query over the whole
+backlog, which with no limit is one batch, after an untimed run of the same kind on half as many rows
+(the JVM's compiler, Spark's Python workers): the rate source the first batch of a query with
+``rowsPerBatch`` = ``--messages`` (stopped after it), the prebuilt
+rows' source a reader with the old ``latestOffset()`` (no limit, one batch of ``--messages`` rows, on
+every version), the stomp source ``consume=stream`` with no ``maxMessagesPerTrigger``. Rates are the
+rows over that batch's ``triggerExecution``; CPU seconds are the whole query's, per 20,000 rows.
+The sink is not measured in this mode.
 
 Sink (messages/s): the same rows written by ``df.write.format("stomp")`` (every SEND confirmed by a
 receipt, ``maxInFlight`` at once) against the asyncio client publishing them with a receipt each (the
@@ -60,6 +73,7 @@ CLIENT = {"login": "guest", "passcode": "guest", "host_header": "/", "escapes": 
 
 
 QUEUES: List[str] = []
+ONE_BATCH_CPU_ROWS = 20_000  # --available-now: CPU seconds per this many rows, as a batch of the default mode
 
 
 def _queue(label: str) -> str:
@@ -213,21 +227,48 @@ def _steady_rate(query: Any) -> Dict[str, float]:
     return {"rate": rate, "batches": len(progress), "rows": total, "details": details}
 
 
-def _stomp_source(spark: Any, queue: str, batch: int, arrow_rows: int, folder: str) -> Dict[str, Any]:
+def _one_batch(query: Any, started: float, cpu_start: Dict[str, float], per_rows: int) -> Dict[str, Any]:
+    """An availableNow query's one batch with rows: its rate, the wall rate from the query's start, and
+    the whole query's CPU seconds per ``per_rows`` rows."""
+    if not query.awaitTermination(900):
+        raise SystemExit("an availableNow query did not end within 15 minutes")
+    wall = time.perf_counter() - started
+    cpu_end = _cpu_seconds()
+    progress = [p for p in query.recentProgress if p["numInputRows"]]
+    rows = sum(p["numInputRows"] for p in progress)
+    millis = sum(p["durationMs"]["triggerExecution"] for p in progress)
+    details = [[p["numInputRows"], p["durationMs"]["triggerExecution"], p["durationMs"].get("latestOffset", 0)]
+               for p in progress]  # fmt: skip
+    cpu = {name: round((cpu_end[name] - cpu_start[name]) * per_rows / rows, 3) for name in cpu_end} if rows else {}
+    rate = rows / (millis / 1000.0) if millis else 0.0
+    return {"rate": rate, "batches": len(progress), "rows": rows, "details": details, "wall": wall, "cpu": cpu}
+
+
+def _stomp_source(
+    spark: Any, queue: str, batch: int, arrow_rows: int, folder: str, label: str = "stomp"
+) -> Dict[str, Any]:
+    """``batch`` messages per trigger, or with ``batch`` 0 one availableNow query over the whole stream."""
     reader = spark.readStream.format("stomp")
     options = {"host": HOST, "port": str(PORT), "login": "guest", "passcode": "guest", "consume": "stream"}
-    options.update({"destination": f"/queue/{queue}", "maxMessagesPerTrigger": str(batch), "minPartitions": "2"})
+    options.update({"destination": f"/queue/{queue}", "minPartitions": "2"})
+    if batch:
+        options["maxMessagesPerTrigger"] = str(batch)
     if arrow_rows:
         options["maxRecordsPerBatch"] = str(arrow_rows)
     for name, value in options.items():
         reader = reader.option(name, value)
-    started = time.perf_counter()
-    query = (
-        reader.load()
-        .writeStream.format("parquet")
-        .option("checkpointLocation", os.path.join(folder, "stomp-ck"))
-        .start(os.path.join(folder, "stomp-out"))
+    writer = (
+        reader.load().writeStream.format("parquet").option("checkpointLocation", os.path.join(folder, f"{label}-ck"))
     )
+    if not batch:
+        writer = writer.trigger(availableNow=True)
+    cpu_start, started = _cpu_seconds(), time.perf_counter()
+    query = writer.start(os.path.join(folder, f"{label}-out"))
+    if not batch:
+        try:
+            return _one_batch(query, started, cpu_start, ONE_BATCH_CPU_ROWS)
+        finally:
+            query.stop()
     cpu = _SteadyCpu(query, batch)
     try:
         query.processAllAvailable()
@@ -237,8 +278,8 @@ def _stomp_source(spark: Any, queue: str, batch: int, arrow_rows: int, folder: s
         query.stop()
 
 
-def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str, label: str = "rate") -> Dict[str, float]:
-    query = (
+def _rate_query(spark: Any, batch: int, size: int, folder: str, label: str, one_batch: bool = False) -> Any:
+    writer = (
         spark.readStream.format("rate-micro-batch")
         .option("rowsPerBatch", batch)
         .load()
@@ -259,8 +300,14 @@ def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str, lab
         .selectExpr("*", "map_from_entries(headers) as header_map")
         .writeStream.format("parquet")
         .option("checkpointLocation", os.path.join(folder, f"{label}-ck"))
-        .start(os.path.join(folder, f"{label}-out"))
     )
+    if one_batch:  # the first batch at once, the next one not before the query is stopped
+        writer = writer.trigger(processingTime="1 hour")
+    return writer.start(os.path.join(folder, f"{label}-out"))
+
+
+def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str, label: str = "rate") -> Dict[str, float]:
+    query = _rate_query(spark, batch, size, folder, label)
     try:
         deadline = time.monotonic() + 600
         while sum(p["numInputRows"] for p in query.recentProgress) < count and time.monotonic() < deadline:
@@ -270,8 +317,31 @@ def _rate_source(spark: Any, count: int, batch: int, size: int, folder: str, lab
         query.stop()
 
 
-def _python_source_ceiling(spark: Any, queue: str, count: int, batch: int, folder: str) -> Dict[str, Any]:
-    """A Python streaming source that emits the stomp rows made beforehand (Arrow IPC, memory-mapped)."""
+def _rate_one_batch(spark: Any, count: int, size: int, folder: str, label: str = "rate") -> Dict[str, Any]:
+    """The rate source's first batch of ``count`` rows (``rowsPerBatch`` = ``count``), the query stopped
+    after it: the rows of one availableNow batch."""
+    cpu_start, started = _cpu_seconds(), time.perf_counter()
+    query = _rate_query(spark, count, size, folder, label, one_batch=True)
+    try:
+        deadline = time.monotonic() + 900
+        while not any(p["numInputRows"] for p in query.recentProgress) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        query.stop()
+        first = next(p for p in query.recentProgress if p["numInputRows"])
+        wall = first["durationMs"]["triggerExecution"] / 1000.0
+        cpu_end = _cpu_seconds()
+        return {"rate": count / wall, "batches": 1, "rows": count, "wall": time.perf_counter() - started,
+                "details": [[count, first["durationMs"]["triggerExecution"], 0]],
+                "cpu": {k: round((cpu_end[k] - cpu_start[k]) * ONE_BATCH_CPU_ROWS / count, 3) for k in cpu_end}}  # fmt: skip
+    finally:
+        query.stop()
+
+
+def _python_source_ceiling(spark: Any, queue: str, count: int, batch: int, folder: str, one_batch: bool = False,
+                           label: str = "prebuilt") -> Dict[str, Any]:  # fmt: skip
+    """A Python streaming source that emits the stomp rows made beforehand (Arrow IPC, memory-mapped):
+    ``batch`` rows per trigger (PySpark 4.2+), or with ``one_batch`` one availableNow query, its one
+    batch all ``count`` rows (every version)."""
     from fastframe.spark._stream_options import source_options
     from fastframe.spark._stream_read import read_range
 
@@ -279,21 +349,30 @@ def _python_source_ceiling(spark: Any, queue: str, count: int, batch: int, folde
     path = os.path.join(folder, "rows.arrow")
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    batches = list(read_range(opts._replace(consume="stream"), f"/queue/{queue}", 0, batch // 2))
-    with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
-        for item in batches:
-            writer.write_batch(item)
+    if not os.path.exists(path):
+        batches = list(read_range(opts._replace(consume="stream"), f"/queue/{queue}", 0, batch // 2))
+        with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batches[0].schema) as writer:
+            for item in batches:
+                writer.write_batch(item)
     spark.dataSource.register(__getattr__("PrebuiltSource"))
-    query = (
+    writer = (
         spark.readStream.format("stomp_prebuilt")
         .option("path", path)
         .option("total", count)
-        .option("batch", batch)
+        .option("batch", 0 if one_batch else batch)
         .load()
         .writeStream.format("parquet")
-        .option("checkpointLocation", os.path.join(folder, "prebuilt-ck"))
-        .start(os.path.join(folder, "prebuilt-out"))
+        .option("checkpointLocation", os.path.join(folder, f"{label}-ck"))
     )
+    if one_batch:
+        writer = writer.trigger(availableNow=True)
+    cpu_start, started = _cpu_seconds(), time.perf_counter()
+    query = writer.start(os.path.join(folder, f"{label}-out"))
+    if one_batch:
+        try:
+            return _one_batch(query, started, cpu_start, ONE_BATCH_CPU_ROWS)
+        finally:
+            query.stop()
     cpu = _SteadyCpu(query, batch)
     try:
         query.processAllAvailable()
@@ -327,7 +406,17 @@ def _prebuilt_classes() -> Any:
             import pyarrow as pa
 
             table = pa.ipc.open_file(pa.memory_map(self.path)).read_all()
-            yield from table.slice(0, partition.rows).to_batches(max_chunksize=10_000)
+            left = partition.rows
+            while left:  # the file's rows again and again (one batch may hold more than the file)
+                piece = table.slice(0, left)
+                yield from piece.to_batches(max_chunksize=10_000)
+                left -= piece.num_rows
+
+    class OneBatchReader(Reader):
+        # no arguments: Spark gives this reader no read limit on any version (4.2+ reads the signature),
+        # so a batch is all there is: one batch of every row
+        def latestOffset(self) -> Dict[str, int]:  # type: ignore[override]
+            return {"i": self.total}
 
     class Source(DataSource):
         @classmethod
@@ -340,7 +429,7 @@ def _prebuilt_classes() -> Any:
             return stream_spark_schema()
 
         def streamReader(self, schema: Any) -> Any:
-            return Reader(self.options)
+            return Reader(self.options) if int(self.options["batch"]) else OneBatchReader(self.options)
 
     return Source
 
@@ -392,6 +481,9 @@ def main(argv: Any = None) -> int:
                         help="RabbitMQ capped at one core and this run (the asyncio client, Spark's JVM and "
                              "Python workers) at the other, as when the broker has a machine of its own "
                              "(cgroup v1, root)")  # fmt: skip
+    parser.add_argument("--available-now", action="store_true",
+                        help="each source one availableNow query, one batch of all --messages (no "
+                             "maxMessagesPerTrigger): the same method on PySpark 4.0, 4.1 and 4.2+; no sink")  # fmt: skip
     args = parser.parse_args(argv)
     if not args.broker_core:
         return _run(args)
@@ -418,7 +510,13 @@ def _run(args: Any) -> int:
     queue = _queue("source")
     publish = asyncio.run(_publish(queue, args.messages, args.size, args.window, False))
     client_drain = asyncio.run(_drain(queue, args.messages, args.prefetch))
-    spark = get_session("local[2]", app_name="fastframe-stream-bench", conf={"spark.sql.shuffle.partitions": "2"})
+    # the stomp source registers itself (PySpark finds the pyspark_stomp module); registering it again
+    # fails on PySpark 4.0 (DATA_SOURCE_ALREADY_EXISTS)
+    spark = get_session(
+        "local[2]", app_name="fastframe-stream-bench", register_source=False, conf={"spark.sql.shuffle.partitions": "2"}
+    )
+    if args.available_now:
+        return _run_available_now(args, spark, queue, publish, client_drain)
     with tempfile.TemporaryDirectory(prefix="ff-stream-bench-") as folder:
         # a first, untimed run warms the JVM (its compiler would otherwise slow the measured batches)
         _rate_source(spark, args.messages // 2, args.batch, args.size, folder, "warm-up")
@@ -472,6 +570,61 @@ def _run(args: Any) -> int:
     print(f"  asyncio client, receipts             {snk['asyncio_client_with_receipts']:>10,}"
           f"   (stomp sink at {snk['of_client_with_receipts']:.0%})")  # fmt: skip
     print(f"  asyncio client, no receipts          {snk['asyncio_client_no_receipts']:>10,}")
+    return 0
+
+
+def _run_available_now(args: Any, spark: Any, queue: str, publish: float, client_drain: float) -> int:
+    import pyspark
+
+    warm_queue = _queue("warm")
+    asyncio.run(_publish(warm_queue, args.messages // 2, args.size, args.window, False))
+    half = args.messages // 2
+    with tempfile.TemporaryDirectory(prefix="ff-stream-bench-") as folder:
+        # each measured query follows an untimed one of its kind on half the rows (the JVM's compiler)
+        _rate_one_batch(spark, half, args.size, folder, "warm-up")
+        rate = _rate_one_batch(spark, args.messages, args.size, folder)
+        _python_source_ceiling(spark, queue, half, args.batch, folder, one_batch=True, label="prebuilt-warm-up")
+        prebuilt = _python_source_ceiling(spark, queue, args.messages, args.batch, folder, one_batch=True)
+        _stomp_source(spark, warm_queue, 0, args.arrow_rows, folder, "stomp-warm-up")
+        stomp = _stomp_source(spark, queue, 0, args.arrow_rows, folder)
+    spark.stop()
+    _delete_queues()
+    # (the stream ends with the fill's receipted marker: one message more)
+    if stomp["rows"] != args.messages + 1 or prebuilt["rows"] != args.messages:
+        raise SystemExit(f"read {stomp['rows']} stomp and {prebuilt['rows']} prebuilt rows of {args.messages}")
+    ceiling = min(client_drain, rate["rate"])
+    result = {
+        "pyspark": pyspark.__version__, "method": "available-now", "messages": args.messages,
+        "body_bytes": args.size, "broker_core": args.broker_core,
+        "source": {
+            "asyncio_client_drain": round(client_drain), "spark_rate_source_to_parquet": round(rate["rate"]),
+            "python_source_prebuilt_rows_to_parquet": round(prebuilt["rate"]),
+            "stomp_stream_to_parquet": round(stomp["rate"]), "of_lower_ceiling": round(stomp["rate"] / ceiling, 3),
+            "stomp_of_python_source_ceiling": round(stomp["rate"] / prebuilt["rate"], 3),
+            "stomp_wall_incl_startup": round(args.messages / stomp["wall"]),
+            "prebuilt_wall_incl_startup": round(args.messages / prebuilt["wall"]),
+            "batch_rows_ms_latestoffset_ms": {"rate": rate["details"], "prebuilt": prebuilt["details"],
+                                              "stomp": stomp["details"]},
+            "cpu_s_per_20000_rows": {"rate": rate["cpu"], "prebuilt": prebuilt["cpu"], "stomp": stomp["cpu"]},
+        },
+        "publish_fill_no_receipts": round(publish),
+    }  # fmt: skip
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    src = result["source"]
+    where = "RabbitMQ on a core of its own, this run on the other" if args.broker_core else "2 shared cores"
+    print(f"source, messages/s, PySpark {pyspark.__version__}, one availableNow batch of {args.messages} messages "
+          f"of {args.size} bytes, local[2], {where}:")  # fmt: skip
+    print(f"  asyncio client draining the stream   {src['asyncio_client_drain']:>10,}")
+    print(f"  Spark rate source -> Parquet         {src['spark_rate_source_to_parquet']:>10,}")
+    print(f"  Python source, prebuilt rows -> Parquet {src['python_source_prebuilt_rows_to_parquet']:>7,}")
+    print(f"  stomp stream source -> Parquet       {src['stomp_stream_to_parquet']:>10,}"
+          f"   ({src['of_lower_ceiling']:.0%} of the lower ceiling, {src['stomp_of_python_source_ceiling']:.0%} "
+          f"of the prebuilt rows; {src['stomp_wall_incl_startup']:,}/s wall incl. start)")  # fmt: skip
+    for name, cpu in src["cpu_s_per_20000_rows"].items():
+        if cpu:
+            print(f"  CPU s per 20,000 rows, {name:<8}       " + ", ".join(f"{k} {v:.2f}" for k, v in cpu.items()))
     return 0
 
 
