@@ -165,3 +165,13 @@ def test_queue_available_now_before_admission_control_acknowledges_nothing(
     written = read_rows(spark, tmp_path / "out")
     assert written
     assert len(drain("rabbitmq", destination, quiet=1.0)) == 200  # all still queued
+
+
+def test_get_session_registers_the_source_on_every_version(tmp_path: Path) -> None:
+    # PySpark 4.0 registers pyspark_stomp's source by itself at start and refuses a second
+    # registration of the name (DATA_SOURCE_ALREADY_EXISTS): get_session's default failed there
+    from fastframe.spark.session import get_session, register
+
+    session = get_session("local[1]", app_name="fastframe-tests-register")
+    assert register(session) is True  # a second time: no error either
+    assert "body" in session.read.format("stomp").load(str(tmp_path)).columns  # the source answers

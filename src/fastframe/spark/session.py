@@ -215,8 +215,16 @@ def _checkpoint_without_forks(spark: Any) -> None:
 
 
 def register(spark: Any) -> bool:
-    """Register the ``stomp`` source on ``spark`` explicitly; returns True."""
+    """Register the ``stomp`` source on ``spark`` explicitly; returns True.
+
+    Where PySpark already found it by itself (PySpark 4.0 registers the ``pyspark_stomp`` module's
+    source when a session starts, and refuses a second registration of the name), that one stands.
+    """
     from ._source import StompDataSource
 
-    spark.dataSource.register(StompDataSource)
+    try:
+        spark.dataSource.register(StompDataSource)
+    except Exception as exc:  # (PySpark's AnalysisException, through py4j)
+        if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+            raise
     return True
