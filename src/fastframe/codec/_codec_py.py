@@ -781,7 +781,7 @@ def route_messages(
     """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues.
 
     The receiving side's fast path (a client connection calls it on each read's decoded items):
-    from ``start`` on (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
+    starting at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
     ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes`` whose queue
     is below its limit, becomes ``make(frame, subscription, message_id, ack_id, destination)``
     appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
