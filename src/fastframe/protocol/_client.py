@@ -72,7 +72,7 @@ class ClientConnection(ConnectionCore):
         #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
         self.unacked: Dict[str, Tuple[str, str]] = {}
         self._closed_subscriptions: Dict[str, None] = {}
-        # route(): subscription id -> (inbox, its deque, its room, whether it acknowledges)
+        # route(): subscription id -> (inbox, its deque, _UNBOUNDED, whether it acknowledges)
         self._routes: Dict[str, Tuple[Inbox[Any], Any, int, bool]] = {}
         self._filled: List[Inbox[Any]] = []
 

@@ -128,10 +128,7 @@ class Inbox(Generic[T]):
         if size >= self.room:
             if closing and size >= self.high:
                 return False
-            pause = _HARD if size + 1 >= self.high else _SOFT
-            if pause != self.pause or gate is not self._gate:  # asked once per change
-                self._set(pause, gate)
-                gate.pause_reading(self, hard=pause == _HARD)
+            self._ask(_HARD if size + 1 >= self.high else _SOFT, gate)
         items.append(item)
         return True
 
@@ -139,9 +136,10 @@ class Inbox(Generic[T]):
         """After a connection appended to :attr:`items` itself (a read's messages, routed): pause
         ``gate`` as :meth:`put` would have for the last of them (the read is queued whole)."""
         size = len(self.items)
-        if size < self.bound:
-            return
-        pause = _HARD if size >= self.high else _SOFT
+        if size >= self.bound:
+            self._ask(_HARD if size >= self.high else _SOFT, gate)
+
+    def _ask(self, pause: int, gate: ReadGate) -> None:
         if pause != self.pause or gate is not self._gate:  # asked once per change
             self._set(pause, gate)
             gate.pause_reading(self, hard=pause == _HARD)
