@@ -7,6 +7,10 @@ schema, values and nulls, with either twin, poison rows included.
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
+import textwrap
 import time
 from itertools import accumulate, chain
 from types import ModuleType
@@ -238,3 +242,36 @@ def test_many_messages_in_one_batch(twin: ModuleType) -> None:
     messages = _messages(twin, data)
     want = reference_batch("/q", messages, list(range(len(messages))), "c")
     assert_same(messages_to_batch("/q", messages, list(range(len(messages))), "c"), want)
+
+
+# What a task runs in a new Spark Python worker, which has not imported pandas: the rows of messages (a
+# poison one too) and of a file (an error row too). pyarrow's pa.scalar and pa.array of Python values
+# import pandas (0.3 s of CPU per worker) to ask whether the value is a pandas object.
+NO_PANDAS = """
+    import sys
+    from fastframe import codec
+    from fastframe.aio import Message
+    from fastframe.spark._arrow import BatchBuilder, default_fields
+    from fastframe.spark._stream_schema import messages_to_batch
+
+    data = b"MESSAGE\\nsubscription:s\\nmessage-id:m\\xff\\nredelivered:true\\n\\nbody\\0MESSAGE\\nsubscription:s\\n\\n\\0"
+    frames = codec.decode(data, keep_invalid_utf8=True)
+    ids = [frame.get("message-id") for frame in frames]
+    messages = [Message(f, "s", i, i, "/q", client=None, session=None) for f, i in zip(frames, ids)]
+    messages_to_batch("/q", messages, [7, 8], codec.IMPLEMENTATION).validate(full=True)
+    messages_to_batch("/q", messages, None, codec.IMPLEMENTATION).validate(full=True)
+    decoder = codec.ColumnDecoder()
+    decoder.feed(data.replace(b"\\xff", b""))
+    fields = [field for field in default_fields() if field[0] != "received_at"]
+    builder = BatchBuilder(fields, "/f", codec.IMPLEMENTATION)
+    builder.batch(decoder.take(10, 1 << 20), 3, 100).validate(full=True)
+    builder.error(5, 2, "truncated", "why").validate(full=True)
+    print("pandas" in sys.modules)
+"""
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pandas") is None, reason="pandas is not installed: nothing to import")
+def test_rows_are_made_without_importing_pandas() -> None:
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_PANDAS)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "False", "making rows imported pandas"

@@ -14,7 +14,8 @@ first of each name: Arrow does not check map keys).
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+import array
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
@@ -55,9 +56,66 @@ def arrow_schema(fields: Optional[Sequence[Field]] = None) -> pa.Schema:
     return pa.schema([pa.field(name, kind, nullable) for name, nullable, kind in fields])
 
 
-def _strings(kind: pa.DataType, count: int, offsets: bytes, data: bytes) -> pa.Array:
+def _strings(kind: pa.DataType, count: int, offsets: Any, data: Any, valid: Any = None) -> pa.Array:
     """A string or binary array over buffers in Arrow's layout, without copying them."""
-    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    validity = None if valid is None else pa.py_buffer(valid)
+    return pa.Array.from_buffers(kind, count, [validity, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+# Arrays and scalars of Python values are made from their bytes here, not with pa.array or pa.scalar:
+# those first ask pyarrow's pandas shim whether the value is a pandas object, which imports pandas
+# (0.2-0.3 s of CPU, more in a capped worker) into a Spark Python worker that has not imported it.
+
+
+def int64s(values: Iterable[int], kind: Optional[pa.DataType] = None) -> pa.Array:
+    """``pa.array(values, kind)`` for ints, ``kind`` int64 (the default) or a timestamp (none null)."""
+    data = array.array("q", values)
+    return pa.Array.from_buffers(kind or pa.int64(), len(data), [None, pa.py_buffer(data)])
+
+
+def optional_strings(values: Sequence[Union[str, bytes, None]], kind: pa.DataType) -> pa.Array:
+    """``pa.array(values, kind)`` for str or bytes values and None, ``kind`` string or binary."""
+    encoded = [value.encode() if isinstance(value, str) else value for value in values]
+    ends = array.array("i", [0])
+    for value in encoded:
+        ends.append(ends[-1] + (len(value) if value is not None else 0))
+    if None not in encoded:
+        return _strings(kind, len(encoded), ends, b"".join(encoded))  # type: ignore[arg-type]
+    bits = sum(1 << i for i, value in enumerate(encoded) if value is not None)
+    valid = bits.to_bytes((len(encoded) + 7) // 8, "little")
+    return _strings(kind, len(encoded), ends, b"".join(value for value in encoded if value is not None), valid)
+
+
+def scalar(value: Union[str, bytes, int, None], kind: pa.DataType) -> pa.Scalar:
+    """``pa.scalar(value, kind)``: a str, bytes or None for a string or binary ``kind``, an int for int64
+    or a timestamp."""
+    if isinstance(value, int):
+        return int64s((value,), kind)[0]
+    return optional_strings((value,), kind)[0]
+
+
+def repeated(value: Union[str, bytes, int, None], kind: pa.DataType, n: int) -> pa.Array:
+    """``value`` ``n`` times (see :func:`scalar`)."""
+    return pa.repeat(scalar(value, kind), n)
+
+
+def one_null(kind: pa.DataType) -> pa.Array:
+    """``pa.array([None], kind)``, to the byte: a list's or a map's children empty (``pa.nulls`` gives
+    them longer offsets buffers)."""
+    offsets = pa.Array.from_buffers(pa.int32(), 2, [None, pa.py_buffer(bytes(8))])
+    mask = pa.Array.from_buffers(pa.bool_(), 1, [None, pa.py_buffer(b"\x01")])
+    if pa.types.is_map(kind):
+        return pa.MapArray.from_arrays(offsets, _empty(kind.key_type), _empty(kind.item_type), type=kind, mask=mask)
+    if pa.types.is_list(kind):
+        return pa.ListArray.from_arrays(offsets, _empty(kind.value_type), type=kind, mask=mask)
+    return pa.nulls(1, kind)
+
+
+def _empty(kind: pa.DataType) -> pa.Array:
+    """An empty array of a string, binary or struct kind (of those), as ``pa.array([], kind)`` makes it."""
+    if pa.types.is_struct(kind):
+        return pa.StructArray.from_arrays([_empty(field.type) for field in kind], fields=list(kind))
+    return _strings(kind, 0, bytes(4), b"")
 
 
 def header_columns(
@@ -108,12 +166,12 @@ class BatchBuilder:
         self._counting: Dict[int, pa.Array] = {}
 
     def _constant(self, value: str, n: int) -> pa.Array:
-        array = self._repeated.get((value, n))
-        if array is None:
+        column = self._repeated.get((value, n))
+        if column is None:
             if len(self._repeated) > 8:
                 self._repeated.clear()
-            array = self._repeated[value, n] = pa.repeat(pa.scalar(value, pa.string()), n)
-        return array
+            column = self._repeated[value, n] = repeated(value, pa.string(), n)
+        return column
 
     def _indexes(self, first: int, n: int) -> pa.Array:
         """first, first + 1, ..., first + n - 1 (int64)."""
@@ -121,8 +179,8 @@ class BatchBuilder:
         if counting is None:
             if len(self._counting) > 4:
                 self._counting.clear()
-            counting = self._counting[n] = pa.array(range(n), pa.int64())
-        return pc.add(counting, first) if first else counting
+            counting = self._counting[n] = int64s(range(n))
+        return pc.add(counting, scalar(first, pa.int64())) if first else counting
 
     def batch(self, columns: Any, first_index: int, base: int = 0) -> pa.RecordBatch:
         """A batch of rows from a ``fastframe.Columns``; ``base`` is added to their offsets."""
@@ -142,7 +200,7 @@ class BatchBuilder:
                 arrays[name] = self._constant(self.path, n)
             elif name == "offset":
                 offsets = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(columns.frame_offsets)])
-                arrays[name] = pc.add(offsets, base) if base else offsets
+                arrays[name] = pc.add(offsets, scalar(base, pa.int64())) if base else offsets
             elif name == "frame_index":
                 arrays[name] = self._indexes(first_index, n)
             elif name == "command":
@@ -165,5 +223,8 @@ class BatchBuilder:
             "error_reason": reason,
             "codec": self.codec,
         }
-        arrays = [pa.array([values.get(name)], self.types[name]) for name in self.names]
+        arrays = [
+            one_null(self.types[name]) if values.get(name) is None else repeated(values[name], self.types[name], 1)
+            for name in self.names
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

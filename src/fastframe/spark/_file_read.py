@@ -25,7 +25,7 @@ from ..archive import (
     read_raw,
     scan_checkpoints,
 )
-from ._arrow import ARROW_TYPES, BatchBuilder, arrow_schema, default_fields
+from ._arrow import ARROW_TYPES, BatchBuilder, arrow_schema, default_fields, scalar
 from ._file_options import ReadOptions
 
 #: The codec module rows are decoded with: ``fastframe.codec`` (whichever twin it
@@ -197,10 +197,11 @@ class _Arrivals:
             pa.Array.from_buffers(pa.int64(), len(raw) // 8, [None, pa.py_buffer(raw)]), 2
         )
         found = len(pairs)
-        if not pc.all(pc.equal(pc.list_element(pairs, 0), offsets.slice(0, found))).as_py():
+        if not pc.all(pc.equal(pc.list_element(pairs, scalar(0, pa.int64())), offsets.slice(0, found))).as_py():
             self.none_left = True  # other decoder options ended a frame elsewhere: not the recorder's frames
             return None
-        times = pc.divide(pc.list_element(pairs, 1), 1000).cast(self.type)  # ns -> us
+        arrived = pc.list_element(pairs, scalar(1, pa.int64()))
+        times = pc.divide(arrived, scalar(1000, pa.int64())).cast(self.type)  # ns -> us
         return times if found == n else pa.concat_arrays([times, pa.nulls(n - found, self.type)])
 
 

@@ -100,7 +100,7 @@ def messages_to_batch(
     import pyarrow as pa
     import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-    from ._arrow import header_columns
+    from ._arrow import header_columns, int64s, optional_strings, repeated, scalar
 
     schema = schema or stream_arrow_schema()
     n = len(messages)
@@ -117,44 +117,45 @@ def messages_to_batch(
     keys, items = header_map.keys, header_map.items
     entry_rows = pc.list_parent_indices(pa.ListArray.from_arrays(header_map.offsets, keys))
     rows = _row_numbers(n)
-    is_id = pc.equal(keys, "message-id")
+    string = pa.string()
+    is_id = pc.equal(keys, scalar("message-id", string))
     ids = items.filter(is_id).take(pc.index_in(rows, value_set=entry_rows.filter(is_id)))
-    is_redelivered = pc.and_(pc.equal(keys, "redelivered"), pc.equal(items, "true"))
+    is_redelivered = pc.and_(pc.equal(keys, scalar("redelivered", string)), pc.equal(items, scalar("true", string)))
     redelivered = pc.is_in(rows, value_set=entry_rows.filter(is_redelivered))
     first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
     if poison is not None and first_sub is not None:
         first_sub = _text(first_sub)
     now = int(time.time() * 1_000_000)
     arrays = {
-        "destination": pa.repeat(pa.scalar(destination, pa.string()), n),
-        "offset": pa.array(offsets, pa.int64()) if offsets is not None else pa.nulls(n, pa.int64()),
+        "destination": repeated(destination, string, n),
+        "offset": int64s(offsets) if offsets is not None else pa.nulls(n, pa.int64()),
         "message_id": ids,
-        "subscription": pa.repeat(pa.scalar(first_sub, pa.string()), n),
+        "subscription": repeated(first_sub, string, n),
         "redelivered": redelivered,
         "headers": headers,
         "header_map": header_map,
         "body": pa.Array.from_buffers(
             pa.binary(), n, [None, pa.py_buffer(columns.body_offsets), pa.py_buffer(columns.body_data)]
         ),
-        "error_code": pa.nulls(n, pa.string()),
-        "error_reason": pa.nulls(n, pa.string()),
+        "error_code": pa.nulls(n, string),
+        "error_reason": pa.nulls(n, string),
         "raw_headers": pa.nulls(n, pa.binary()),
-        "received_at": pa.repeat(pa.scalar(now, schema.field("received_at").type), n),
-        "codec": pa.repeat(pa.scalar(codec, pa.string()), n),
+        "received_at": repeated(now, schema.field("received_at").type, n),
+        "codec": repeated(codec, string, n),
     }
     if poison is not None:
-        arrays["error_code"] = pa.array([INVALID_UTF8 if bad else None for bad in poison], pa.string())
-        arrays["error_reason"] = pa.array([bad[0] if bad else None for bad in poison], pa.string())
-        arrays["raw_headers"] = pa.array([bad[1] if bad else None for bad in poison], pa.binary())
+        arrays["error_code"] = optional_strings([INVALID_UTF8 if bad else None for bad in poison], string)
+        arrays["error_reason"] = optional_strings([bad[0] if bad else None for bad in poison], string)
+        arrays["raw_headers"] = optional_strings([bad[1] if bad else None for bad in poison], pa.binary())
     return pa.RecordBatch.from_arrays([arrays[name] for name in schema.names], schema=schema)
 
 
 @lru_cache(maxsize=4)  # a stream task's batches mostly have the same size
 def _row_numbers(n: int) -> Any:
     """0, 1, ..., n - 1 (int64, as list_parent_indices gives)."""
-    import pyarrow as pa
+    from ._arrow import int64s
 
-    return pa.array(range(n), pa.int64())
+    return int64s(range(n))
 
 
 class _TextFrame(NamedTuple):
