@@ -2,8 +2,7 @@
 
 Each twin decodes the same MESSAGE streams (repeated and missing headers, unknown subscriptions,
 ack headers set, empty or absent, heart-beats and other frames between, non-UTF-8 values kept)
-with its own decoder, then routes them into the same routes (queues with limits of 0..5 or none,
-as the connection's, some already holding items, manual or not): both must stop at the same index
+with its own decoder, then routes them into the same routes (queues some already holding items, manual or not): both must stop at the same index
 and leave the same queues, the same ``unacked`` ledger (in its order) and the same ``filled``
 list. A model written with ``Frame.get`` says what the result is, so both twins agreeing on a
 mistake fails too.
@@ -16,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import os
-import sys
 from types import ModuleType
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -107,7 +105,6 @@ def cases(draw: Any) -> Dict[str, Any]:
         sub_id: (
             draw(st.sampled_from(OWNERS)),  # (the connection's owners differ; shared ones test the runs)
             draw(st.sampled_from([0, 0, 0, 1, 2, 5])),  # held already
-            draw(st.sampled_from([0, 1, 2, 3, 5, 5, sys.maxsize])),  # limit (the connection's: unbounded)
             draw(st.booleans()),  # manual
         )
         for sub_id in routed
@@ -139,11 +136,10 @@ class Run:
         self.index = {id(item): i for i, item in enumerate(self.items)}
         self.queues = {
             sub_id: collections.deque(("held", n) for n in range(held))
-            for sub_id, (_, held, _, _) in case["routes"].items()
+            for sub_id, (_, held, _) in case["routes"].items()
         }
         self.routes = {
-            sub_id: (owner, self.queues[sub_id], limit, manual)
-            for sub_id, (owner, _, limit, manual) in case["routes"].items()
+            sub_id: (owner, self.queues[sub_id], manual) for sub_id, (owner, _, manual) in case["routes"].items()
         }
         self.unacked: Dict[str, Tuple[str, str]] = dict(case["unacked"])
         self.filled: List[Any] = list(case["filled"])
@@ -178,9 +174,7 @@ def model(run: Run, start: int) -> Tuple[int, Tuple[Any, ...]]:
         sub_id, message_id = frame.get("subscription"), frame.get("message-id")
         if sub_id not in run.routes or message_id is None:
             break
-        owner, _, limit, manual = run.routes[sub_id]
-        if len(queues[sub_id]) >= limit:
-            break
+        owner, _, manual = run.routes[sub_id]
         ack_id = (frame.get("ack") if run.ack_header else None) or message_id
         if manual:
             unacked[ack_id] = (sub_id, message_id)
@@ -231,24 +225,22 @@ def test_resuming_after_each_stop_takes_every_item_once_in_order(case: Dict[str,
     assert results[0] == results[1]
 
 
-def test_a_queue_at_its_limit_stops_and_a_later_call_resumes() -> None:
+def test_an_unknown_subscription_stops_and_a_later_call_resumes() -> None:
     for module in (C, P):
         encoder = P.Encoder("1.2")
         data = b"".join(
-            encoder.encode("MESSAGE", [("subscription", "s"), ("message-id", str(n)), ("ack", f"a{n}")])
-            for n in range(4)
+            encoder.encode("MESSAGE", [("subscription", sub), ("message-id", str(n)), ("ack", f"a{n}")])
+            for n, sub in enumerate(["s", "s", "gone", "s"])
         )
         items = module.Decoder("1.2").feed(data)
         queue: collections.deque = collections.deque()
         unacked: Dict[str, Any] = {}
         filled: List[Any] = []
-        routes = {"s": ("owner", queue, 2, True)}
+        routes = {"s": ("owner", queue, True)}
         assert module.route_messages(items, 0, routes, True, unacked, lambda *a: a[1:], filled) == 2
-        assert module.route_messages(items, 2, routes, True, unacked, lambda *a: a[1:], filled) == 2
-        queue.popleft()
-        assert module.route_messages(items, 2, routes, True, unacked, lambda *a: a[1:], filled) == 3
-        assert [entry[1] for entry in queue] == ["1", "2"]
-        assert list(unacked) == ["a0", "a1", "a2"] and filled == ["owner"]  # (one run: the same owner)
+        assert module.route_messages(items, 3, routes, True, unacked, lambda *a: a[1:], filled) == 4
+        assert [entry[1] for entry in queue] == ["0", "1", "3"]
+        assert list(unacked) == ["a0", "a1", "a3"] and filled == ["owner"]  # (runs of one owner: noted once)
 
 
 @pytest.mark.parametrize("start", [-1, -2, -5])
@@ -259,5 +251,5 @@ def test_a_negative_start_counts_as_0_in_both_twins(start: int) -> None:
         data = b"".join(encoder.encode("MESSAGE", [("subscription", "s"), ("message-id", str(n))]) for n in range(3))
         items = module.Decoder("1.2").feed(data)
         queue: List[Any] = []
-        stop = module.route_messages(items, start, {"s": ("o", queue, 10, False)}, True, {}, lambda *a: a[2], [])
+        stop = module.route_messages(items, start, {"s": ("o", queue, False)}, True, {}, lambda *a: a[2], [])
         assert (stop, queue) == (3, ["0", "1", "2"])

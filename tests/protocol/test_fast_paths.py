@@ -105,6 +105,41 @@ def test_send_outside_the_session_or_with_a_receipt_takes_the_general_path():
         client.send("/q", b"")
 
 
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+@pytest.mark.parametrize("escapes", [None, "1.0", "1.2"])
+@pytest.mark.parametrize("validate", [True, False])
+def test_send_many_gives_what_send_gives_for_each_and_the_refusals(version, escapes, validate):
+    # the same SENDs, every third one unusual (a header, a str body, a transaction, one refused):
+    # send_many's bytes are send()'s, back to back, and each refusal is send()'s error, in place
+    client, _ = pair(version, escapes=escapes, validate=validate)
+    client.begin("tx")
+    sends: List[Any] = []
+    for n, headers in enumerate(HEADERS):
+        sends.append((f"/q/{n}", b"body %d" % n, None, None, None))
+        sends.append((f"/q/{n}", BODIES[n % len(BODIES)], headers, None, "tx" if n % 2 else None))
+        sends.append((f"/q/{n}", b"", None, "text/plain" if n % 2 else None, "no-such-tx" if n % 5 == 4 else None))
+    sends.append(("/q\nx", b"", None, None, None))
+    chunks, errors = [], []
+    for i, (destination, body, headers, content_type, tx) in enumerate(sends):
+        try:
+            chunks.append(client.send(destination, body, headers, content_type=content_type, transaction=tx))
+        except LocalProtocolError as exc:
+            errors.append((i, str(exc)))
+    assert errors  # (the case has refusals)
+    data, refused = client.send_many(sends)
+    assert data == b"".join(chunks)
+    assert [(i, str(exc)) for i, exc in refused] == errors
+    assert client.last_frame is None
+
+
+def test_send_many_outside_the_session_refuses_each():
+    client, _ = pair("1.2")
+    client.disconnect()
+    data, refused = client.send_many([("/q", b"1", None, None, None), ("/q", b"2", None, None, None)])
+    assert data == b"" and [i for i, _ in refused] == [0, 1]
+    assert all("cannot send SEND in state closed" in str(exc) for _, exc in refused)
+
+
 def frames_of(version: str, headers: List[Tuple[str, str]], body: bytes = b"m") -> bytes:
     return Frame("MESSAGE", headers, body).encode(version)
 

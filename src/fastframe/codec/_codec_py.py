@@ -43,6 +43,7 @@ from ._errors import (
     NOT_CONTIGUOUS,
     REENTRANT_CALL,
     BodyNotAllowedError,
+    EncodeError,
     FrameError,
     LimitExceededError,
     MissingNullError,
@@ -772,7 +773,7 @@ def decode(data: BytesLike, version: str = "1.2", **options: Any) -> List[Any]:
 def route_messages(
     items: List[Any],
     start: int,
-    routes: Dict[str, Tuple[Any, Any, int, bool]],
+    routes: Dict[str, Tuple[Any, Any, bool]],
     ack_header: bool,
     unacked: Dict[str, Tuple[str, str]],
     make: Any,
@@ -782,15 +783,14 @@ def route_messages(
 
     The receiving side's fast path (a client connection calls it on each read's decoded items):
     starting at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
-    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes`` whose queue
-    is below its limit, becomes ``make(frame, subscription, message_id, ack_id, destination)``
+    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes``, becomes ``make(frame, subscription, message_id, ack_id, destination)``
     appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
     is set, else the message id, and a subscription that acknowledges (``manual``) records
     ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
-    ``(owner, queue, limit, manual)``: ``queue`` is appended to while ``len(queue) < limit``, and
-    ``owner`` is added to ``filled`` (once per run of messages). Returns the index of the first
-    item it did not queue (``len(items)`` when it queued them all): a heart-beat, another frame, an
-    unusual MESSAGE, a queue at its limit; the caller takes that item by its general path, then may
+    ``(owner, queue, manual)``: ``queue`` is appended to, and ``owner`` is added to ``filled``
+    (once per run of messages; the owner bounds its queue after the read). Returns the index of
+    the first item it did not queue (``len(items)`` when it queued them all): a heart-beat, another
+    frame, an unusual MESSAGE; the caller takes that item by its general path, then may
     call again from the next one, so the order of everything is kept.
     """
     end = len(items)
@@ -818,9 +818,7 @@ def route_messages(
         route = routes.get(sub_id)
         if route is None:
             return i
-        owner, queue, limit, manual = route
-        if len(queue) >= limit:
-            return i
+        owner, queue, manual = route
         ack_id = (ack if ack_header else None) or message_id
         if manual:
             unacked[ack_id] = (sub_id, message_id)
@@ -895,6 +893,45 @@ class Encoder:
         except UnicodeEncodeError:
             raise self._refusal(command, header_list, body_b) from None
         return b"".join((encoded, body_b, b"\0"))
+
+    def encode_sends(self, sends: List[Any], start: int = 0) -> Tuple[bytes, int]:
+        """The everyday SENDs of ``sends[start:]`` encoded back to back, and where they stopped.
+
+        Each item is ``(destination, body, headers, content_type, transaction)``, the arguments of
+        :meth:`fastframe.protocol.ClientConnection.send`. Starting at ``start`` (0 when negative),
+        each one whose ``destination`` is a str, ``body`` bytes, ``content_type`` None or a str,
+        and ``headers`` and ``transaction`` None is encoded as ``encode("SEND", pairs, body)``
+        would, ``pairs`` being ``destination`` then ``content-type`` when given. Returns the bytes
+        of those frames and the index of the first item it did not encode (``len(sends)`` when it
+        encoded them all): another shape, or a frame the encoder refuses. The caller takes that
+        item by its general path (which reports a refusal), then may call again from the next one.
+        """
+        i, end = max(start, 0), len(sends)
+        chunks = []
+        while i < end:
+            item = sends[i]
+            if type(item) is not tuple or len(item) != 5:
+                break
+            destination, body, headers, content_type, transaction = item
+            if (
+                headers is not None
+                or transaction is not None
+                or type(destination) is not str
+                or type(body) is not bytes
+            ):
+                break
+            if content_type is None:
+                pairs = [("destination", destination)]
+            elif type(content_type) is str:
+                pairs = [("destination", destination), ("content-type", content_type)]
+            else:
+                break
+            try:
+                chunks.append(self.encode("SEND", pairs, body))
+            except EncodeError:
+                break
+            i += 1
+        return b"".join(chunks), i
 
     def _escaped_header(self, name: str, value: str, escape: bool) -> Optional[Header]:
         """A header as it goes on the wire, or None when it cannot (encode_error says why)."""

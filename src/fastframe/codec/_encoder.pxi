@@ -72,6 +72,46 @@ cdef class Encoder:
         """Encode a Frame, or a command with headers and body, to bytes."""
         return self._encode_any(frame, headers, body)
 
+    def encode_sends(self, list sends, Py_ssize_t start=0):
+        """The everyday SENDs of ``sends[start:]`` encoded back to back, and where they stopped.
+
+        Each item is ``(destination, body, headers, content_type, transaction)``, the arguments of
+        :meth:`fastframe.protocol.ClientConnection.send`. Starting at ``start`` (0 when negative),
+        each one whose ``destination`` is a str, ``body`` bytes, ``content_type`` None or a str,
+        and ``headers`` and ``transaction`` None is encoded as ``encode("SEND", pairs, body)``
+        would, ``pairs`` being ``destination`` then ``content-type`` when given. Returns the bytes
+        of those frames and the index of the first item it did not encode (``len(sends)`` when it
+        encoded them all): another shape, or a frame the encoder refuses. The caller takes that
+        item by its general path (which reports a refusal), then may call again from the next one.
+        """
+        cdef Py_ssize_t i = start if start > 0 else 0, end = len(sends)
+        cdef list chunks = []
+        cdef tuple send
+        cdef object item, pairs, data
+        while i < end:
+            item = sends[i]
+            if type(item) is not tuple or len(<tuple>item) != 5:
+                break
+            send = <tuple>item
+            destination, body, headers, content_type, transaction = send
+            if (
+                headers is not None or transaction is not None
+                or type(destination) is not str or type(body) is not bytes
+            ):
+                break
+            if content_type is None:
+                pairs = (("destination", destination),)
+            elif type(content_type) is str:
+                pairs = (("destination", destination), ("content-type", content_type))
+            else:
+                break
+            data = self._encode("SEND", pairs, <bytes>body)
+            if data is None:
+                break
+            chunks.append(data)
+            i += 1
+        return b"".join(chunks), i
+
     cdef bytes _encode_any(self, frame, headers, body):
         if type(frame) is str:  # first: looking up a missing __fastframe_frame__ costs more than encoding
             command = frame

@@ -22,19 +22,18 @@ def route_messages(list items, Py_ssize_t start, dict routes, bint ack_header, d
 
     The receiving side's fast path (a client connection calls it on each read's decoded items):
     starting at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
-    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes`` whose queue
-    is below its limit, becomes ``make(frame, subscription, message_id, ack_id, destination)``
+    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes``, becomes ``make(frame, subscription, message_id, ack_id, destination)``
     appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
     is set, else the message id, and a subscription that acknowledges (``manual``) records
     ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
-    ``(owner, queue, limit, manual)``: ``queue`` is appended to while ``len(queue) < limit``, and
-    ``owner`` is added to ``filled`` (once per run of messages). Returns the index of the first
-    item it did not queue (``len(items)`` when it queued them all): a heart-beat, another frame, an
-    unusual MESSAGE, a queue at its limit; the caller takes that item by its general path, then may
+    ``(owner, queue, manual)``: ``queue`` is appended to, and ``owner`` is added to ``filled``
+    (once per run of messages; the owner bounds its queue after the read). Returns the index of
+    the first item it did not queue (``len(items)`` when it queued them all): a heart-beat, another
+    frame, an unusual MESSAGE; the caller takes that item by its general path, then may
     call again from the next one, so the order of everything is kept.
     """
     cdef Py_ssize_t i = start, end = len(items), j, count
-    cdef object item, key, value, sub_id, message_id, ack, destination, ack_id, queue, owner
+    cdef object item, key, sub_id, message_id, ack, destination, ack_id, queue, owner
     cdef Frame frame
     cdef tuple headers, pair, route
     cdef PyObject *found
@@ -72,10 +71,8 @@ def route_messages(list items, Py_ssize_t start, dict routes, bint ack_header, d
             return i
         route = <tuple>found
         owner, queue = route[0], route[1]
-        if len(queue) >= <Py_ssize_t>route[2]:
-            return i
         ack_id = (ack if ack_header else None) or message_id
-        if route[3]:
+        if route[2]:
             unacked[ack_id] = (sub_id, message_id)
         queue.append(make(frame, sub_id, message_id, ack_id, destination))
         if not filled or filled[len(filled) - 1] is not owner:

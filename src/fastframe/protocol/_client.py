@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat, route_messages
@@ -13,7 +12,6 @@ from ._events import Connected, Error, Event, Message, Receipt
 from ._inbox import Inbox
 
 _CONNECTED = State.CONNECTED
-_UNBOUNDED = sys.maxsize  # route(): the queue's limit in route_messages (the inbox decides after the read)
 #: Ids of recently closed subscriptions remembered, so in-flight MESSAGEs for them are no violation.
 _CLOSED_SUBSCRIPTIONS_KEPT = 1024
 #: CONNECT headers that connect()'s own arguments write: refused among its ``headers``.
@@ -72,8 +70,8 @@ class ClientConnection(ConnectionCore):
         #: Unacknowledged messages: ack id -> (subscription id, message-id), oldest first.
         self.unacked: Dict[str, Tuple[str, str]] = {}
         self._closed_subscriptions: Dict[str, None] = {}
-        # route(): subscription id -> (inbox, its deque, _UNBOUNDED, whether it acknowledges)
-        self._routes: Dict[str, Tuple[Inbox[Any], Any, int, bool]] = {}
+        # route(): subscription id -> (inbox, its deque, whether it acknowledges)
+        self._routes: Dict[str, Tuple[Inbox[Any], Any, bool]] = {}
         self._filled: List[Inbox[Any]] = []
 
     @property
@@ -189,7 +187,7 @@ class ClientConnection(ConnectionCore):
         """
         if id not in self.subscriptions:
             raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
-        self._routes[id] = (inbox, inbox.items, _UNBOUNDED, self.subscriptions[id][1] != "auto")
+        self._routes[id] = (inbox, inbox.items, self.subscriptions[id][1] != "auto")
 
     def unroute_all(self) -> None:
         """:meth:`unroute` every subscription (closing down: every MESSAGE is an event again)."""
@@ -345,6 +343,37 @@ class ClientConnection(ConnectionCore):
                 self._pending_frame = ("SEND", pairs, body)
                 return data
         return self._build("SEND", pairs, body, receipt=receipt)[1]
+
+    def send_many(
+        self, sends: Sequence[Tuple[str, Union[bytes, str], Headers, Optional[str], Optional[str]]]
+    ) -> Tuple[bytes, List[Tuple[int, Exception]]]:
+        """SEND each of ``sends``, the arguments of :meth:`send` as ``(destination, body, headers,
+        content_type, transaction)``, back to back: the bytes of those it sends, and ``(index, error)``
+        for each that :meth:`send` refuses (the others go). The everyday ones are encoded by the
+        codec, many in one call (:meth:`fastframe.Encoder.encode_sends`); the others one by one.
+        :attr:`last_frame` is None after it: a frame hook wants :meth:`send`, a frame at a time.
+        """
+        chunks: List[bytes] = []
+        refused: List[Tuple[int, Exception]] = []
+        # the codec's run has no receipt and no check encoder: with a check, each frame goes by send()
+        fast = self.state is _CONNECTED and self._error is None and not (self.validate and self._check_encoder)
+        sends = sends if type(sends) is list else list(sends)
+        i, end = 0, len(sends)
+        while i < end:
+            if fast:
+                data, i = self._encoder.encode_sends(sends, i)  # type: ignore[union-attr]
+                if data:
+                    chunks.append(data)
+                if i == end:
+                    break
+            destination, body, headers, content_type, transaction = sends[i]
+            try:
+                chunks.append(self.send(destination, body, headers, content_type=content_type, transaction=transaction))
+            except Exception as exc:  # (what send() raises for this one: the others go)
+                refused.append((i, exc))
+            i += 1
+        self.last_frame = None
+        return b"".join(chunks), refused
 
     def _send_bare(
         self,

@@ -216,15 +216,12 @@ class Client:
                 except Exception as exc:
                     failed(exc)
             return len(batch)
-        encode, frames = session.conn.send, []
-        for destination, body, headers, content_type, tx in batch:
+        data, refused = session.conn.send_many(batch)  # (a frame the connection refuses: the others go)
+        for _, error in refused:
+            failed(error)
+        if data:
             try:
-                frames.append(encode(destination, body, headers, content_type=content_type, transaction=tx))
-            except Exception as exc:  # (a frame the connection refuses: the others go)
-                failed(exc)
-        if frames:
-            try:
-                session.write(b"".join(frames))
+                session.write(data)
             except Exception as exc:
                 failed(exc)
         return len(batch)
