@@ -318,40 +318,61 @@ class _Range:
         whose body would pass it (``end`` moves there), unless it is the range's first."""
         messages: List[Any] = []
         offsets: List[int] = []
-        prefetch, end, sub = self.prefetch, self.end, self.sub
-        while len(messages) < rows and self.next < end:
+        sub, destination = self.sub, self.destination
+        while len(messages) < rows and self.next < self.end:
             # what the socket's reads brought, at once (a wait only when nothing is queued): no
-            # coroutine per message. A return inside ends the range: the batch's rest is past it
-            for message in sub.get_batch(rows - len(messages)) or (await sub.get(),):
-                offset = _offset(message, self.destination)
-                if not self.delivered:
-                    self.delivered = True
-                    if offset > self.next + 1 and self.next > 0:  # the range's start is gone (see checked_end)
-                        data_lost(self.opts, self.destination, self.next, offset, offset + 1)
-                unacked = self.unacked = self.unacked + 1
-                # The broker sends until ``prefetch`` messages are unacknowledged: up to about
-                # offset + prefetch - unacked. Acknowledge (ack=client: this one and every one
-                # before it) only when that falls short of end - 1, then at the last offset whose
-                # new credit stays within the range, or at half the credit (a range longer than it).
-                short = offset + prefetch - unacked < end - 1
-                if short and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
-                    await message.ack()
-                    self.unacked = 0
-                if offset < self.next:
-                    continue  # the chunk of the first offset starts before it
-                if offset >= end:
-                    self.next = end
-                    return messages, offsets
-                if self.max_bytes:
-                    if self.used + len(message.body) > self.max_bytes and self.taken:
-                        self.end = self.next = offset  # this one starts the next batch
-                        return messages, offsets
-                    self.used += len(message.body)
-                self.taken += 1
-                messages.append(message)
-                offsets.append(offset)
-                self.next = offset + 1
+            # coroutine per message
+            batch = sub.get_batch(rows - len(messages)) or [await sub.get()]
+            got = [_offset(message, destination) for message in batch]
+            if not self.delivered:
+                self.delivered = True
+                if got[0] > self.next + 1 and self.next > 0:  # the range's start is gone (see checked_end)
+                    data_lost(self.opts, destination, self.next, got[0], got[0] + 1)
+            if self.max_bytes or got[0] < self.next or got[-1] >= self.end:
+                if await self._take_each(batch, got, messages, offsets):
+                    break
+                continue
+            # the everyday batch: offsets rise through a stream, so the first and last say that every
+            # message is in the range
+            await self._credit(batch[-1], got[-1], len(batch))
+            messages += batch
+            offsets += got
+            self.taken += len(batch)
+            self.next = got[-1] + 1
         return messages, offsets
+
+    async def _credit(self, message: Any, offset: int, count: int) -> None:
+        """``count`` more messages arrived, ``message`` at ``offset`` the last of them. The broker sends
+        until ``prefetch`` messages are unacknowledged: up to about offset + prefetch - unacked.
+        Acknowledge (ack=client: this one and every one before it) only when that falls short of
+        end - 1, then at the last offset whose new credit stays within the range, or at half the
+        credit (a range longer than it)."""
+        prefetch, end = self.prefetch, self.end
+        unacked = self.unacked = self.unacked + count
+        if offset + prefetch - unacked < end - 1 and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
+            await message.ack()
+            self.unacked = 0
+
+    async def _take_each(self, batch: List[Any], got: List[int], messages: List[Any], offsets: List[int]) -> bool:
+        """A batch at the range's start, past its end, or under a byte limit, a message at a time; True:
+        the range ended within it (the batch's rest is past it)."""
+        for message, offset in zip(batch, got):
+            await self._credit(message, offset, 1)
+            if offset < self.next:
+                continue  # the chunk of the first offset starts before it
+            if offset >= self.end:
+                self.next = self.end
+                return True
+            if self.max_bytes:
+                if self.used + len(message.body) > self.max_bytes and self.taken:
+                    self.end = self.next = offset  # this one starts the next batch
+                    return True
+                self.used += len(message.body)
+            self.taken += 1
+            messages.append(message)
+            offsets.append(offset)
+            self.next = offset + 1
+        return False
 
 
 def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> Iterator[Any]:
@@ -380,7 +401,9 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
                         return  # failOnDataLoss=false: what the stream lacks is skipped (and logged)
                     raise
                 batch = messages_to_batch(destination, messages, offsets, codec, schema) if messages else None
-            del messages, offsets  # freed by their counts, before Spark runs
+                # freed by their counts while the collector is off: on again, it finds no pile of new
+                # objects to walk (it counts what was made less what was freed)
+                del messages, offsets
             if batch is not None:
                 yield batch
         # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription
