@@ -11,7 +11,9 @@ values of N, subtracted and divided by the difference, are the instructions per 
 imports and the handshake cancel out). Threads are counted too (the blocking client's I/O thread).
 A ``-send`` client sends N SENDs of 200 B to a child process that answers CONNECT and reads on.
 Under callgrind the client is far slower than the server, so its reads are full: the count is that
-of a client that keeps up with nothing to spare, and it changes only with the code. Needs valgrind.
+of a client that keeps up with nothing to spare, and it changes only with the code. Beside the
+instructions, the same difference of two CPython functions' calls (:data:`COUNTED`): Python frames
+made (function calls, coroutines) and pymalloc allocations, per message. Needs valgrind.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 
 def read(client: str, count: int) -> None:
@@ -166,8 +168,15 @@ def _send_stomp_py(port: int, count: int) -> None:
 SENDERS = {"aio-send": _send_aio, "sync-send": _send_sync, "stomp.py-send": _send_stomp_py}
 
 
-def instructions(client: str, count: int) -> int:
-    """The client process's instructions reading ``count`` messages."""
+#: What the counts beside the instructions are: callgrind's calls of these CPython functions.
+#: ``initialize_locals`` runs once for each Python function frame made (calls, coroutines and generators
+#: included); ``_PyObject_Malloc``/``_PyObject_Calloc`` are pymalloc's allocations (objects, and the
+#: small buffers inside them).
+COUNTED = {"frames": ("initialize_locals",), "allocations": ("_PyObject_Malloc", "_PyObject_Calloc")}
+
+
+def instructions(client: str, count: int) -> Dict[str, int]:
+    """The client process's instructions reading ``count`` messages, with its :data:`COUNTED` calls."""
     with tempfile.TemporaryDirectory() as folder:
         out = os.path.join(folder, "callgrind.%p")
         cmd = [
@@ -179,14 +188,31 @@ def instructions(client: str, count: int) -> int:
             "bench.instructions",
         ]
         subprocess.run([*cmd, "--read", client, str(count)], check=True, capture_output=True, timeout=1800)
-        totals = []
-        for path in glob.glob(os.path.join(folder, "callgrind.*")):  # (the forked server has a file too)
-            with open(path) as file:
-                for line in file:
-                    if line.startswith(("summary:", "totals:")):
-                        totals.append(int(line.split()[1]))
-                        break
-        return max(totals)  # the client's: the server only writes
+        # (the forked server has a file too) the client's is the larger: the server only writes
+        return max(
+            (_counts(path) for path in glob.glob(os.path.join(folder, "callgrind.*"))), key=lambda c: c["instructions"]
+        )
+
+
+def _counts(path: str) -> Dict[str, int]:
+    """A callgrind file's total instructions and the calls of each :data:`COUNTED` group."""
+    wanted = {name: group for group, names in COUNTED.items() for name in names}
+    counts = dict.fromkeys(["instructions", *COUNTED], 0)
+    names: Dict[str, str] = {}  # callgrind names a function once, then by its number
+    target = None
+    with open(path) as file:
+        for line in file:
+            if line.startswith(("fn=", "cfn=")):
+                number, _, name = line.partition("=")[2].strip().partition(" ")
+                if name:
+                    names[number] = name
+                target = wanted.get(names.get(number, "")) if line[0] == "c" else None
+            elif line.startswith("calls=") and target is not None:
+                counts[target] += int(line[6:].split()[0])
+                target = None
+            elif line.startswith(("summary:", "totals:")):
+                counts["instructions"] = int(line.split()[1])
+    return counts
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -206,13 +232,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     import fastframe
 
     print(
-        f"| client | instructions per message ({fastframe.IMPLEMENTATION} codec, {args.small:,} and {args.large:,}) |"
+        f"| client | per message ({fastframe.IMPLEMENTATION} codec, {args.small:,} and {args.large:,}): instructions "
+        "| Python frames | allocations |"
     )
-    print("|---|---:|")
+    print("|---|---:|---:|---:|")
     for client in args.clients.split(","):
         small, large = instructions(client, args.small), instructions(client, args.large)
         name = client if client.startswith("stomp.py") else f"fastframe.{client}"
-        print(f"| {name} | {(large - small) / (args.large - args.small):,.0f} |")
+        per = {key: (large[key] - small[key]) / (args.large - args.small) for key in large}
+        print(f"| {name} | {per['instructions']:,.0f} | {per['frames']:,.1f} | {per['allocations']:,.1f} |")
     return 0
 
 
