@@ -13,7 +13,15 @@ import tempfile
 import zipfile
 from typing import Any, Dict, Optional
 
-from ._cluster import ENV_NAME, SHIPPED_PYTHON, driver_link_dir, pack_env, python_settings
+from ._cluster import (
+    ENV_NAME,
+    SHIPPED_PYTHON,
+    driver_link_dir,
+    home_without_source_zips,
+    pack_env,
+    python_settings,
+)
+from .standalone import spark_home
 
 _QUIET_LOG4J = """\
 rootLogger.level = error
@@ -149,6 +157,13 @@ def get_session(
             os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = SHIPPED_PYTHON
         else:
             os.environ.update(python_settings(conf or {}, os.environ, sys.executable))
+    driver_python = os.environ.get("PYSPARK_DRIVER_PYTHON") or os.environ.get("PYSPARK_PYTHON")
+    if "SPARK_HOME" not in os.environ and driver_python == sys.executable:
+        # the Python processes this driver's JVM starts run this interpreter: they import its PySpark's
+        # bytecode instead of compiling PySpark from Spark's zip (the source's planner, a local master's workers)
+        home = home_without_source_zips(spark_home())
+        if home is not None:
+            os.environ["SPARK_HOME"] = home
     if quiet:
         settings["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile=file:{_quiet_log4j_file()}"
     settings.update(conf or {})
