@@ -22,6 +22,11 @@ def test_the_home_links_all_of_sparks_but_the_zips() -> None:
     assert home_without_source_zips(real) == home  # made once
 
 
+def test_a_folder_that_is_not_a_spark_home_gets_none(tmp_path: Any) -> None:
+    (tmp_path / "python" / "lib").mkdir(parents=True)
+    assert home_without_source_zips(str(tmp_path)) is None
+
+
 def test_the_sessions_python_workers_import_the_installed_pyspark(spark: Any) -> None:
     def _where_pyspark_is(batches: Iterator[Any]) -> Iterator[Any]:  # (a closure: pickled whole, for the worker)
         import pyspark

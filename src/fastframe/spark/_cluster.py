@@ -60,6 +60,8 @@ def home_without_source_zips(spark_home: str) -> Optional[str]:
     run this interpreter. None when this interpreter's PySpark or py4j is not in a folder of its own
     (then the zips are what it imports) or the folder cannot be made.
     """
+    if not os.path.isdir(os.path.join(spark_home, "jars")):
+        return None  # (not a Spark home: PySpark from a distribution's python/ folder)
     for name in ("pyspark", "py4j"):
         spec = importlib.util.find_spec(name)
         if spec is None or spec.origin is None or not os.path.isfile(spec.origin):
