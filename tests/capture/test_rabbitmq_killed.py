@@ -11,7 +11,7 @@ import pytest
 
 from interop._live import BROKERS, stomp_answers
 
-from .helpers import RecordProcess, stomp_files
+from .helpers import RecordProcess, joined, stomp_files
 from .rabbitmq_node import PrivateRabbitMQ, require_rabbitmq
 from .test_proxy import check_recorded_to_the_drop, run, sidecars_written, stream_until_killed
 
@@ -37,7 +37,9 @@ def test_rabbitmq_killed_mid_stream(tmp_path, rabbitmq_node):
         wire, sent = run(stream_until_killed(port, rabbitmq_node.kill, **rabbitmq.common), timeout=60)
         deadline = time.monotonic() + 10  # the proxy's writer thread closes the pieces: bounded
         files = stomp_files(str(tmp_path))
-        while not sidecars_written(files) and time.monotonic() < deadline:
+        # every piece closed is not yet the end: a piece rolled is closed before the next one opens, at
+        # the next write, so the wait is also for the pieces to hold all the client got (or the deadline)
+        while not (sidecars_written(files) and holds_what_the_client_got(files, wire)) and time.monotonic() < deadline:
             time.sleep(0.05)
             files = stomp_files(str(tmp_path))
         assert sidecars_written(files), files  # while fastframe record still runs: closed by the drop
@@ -47,3 +49,8 @@ def test_rabbitmq_killed_mid_stream(tmp_path, rabbitmq_node):
     assert not rabbitmq_node.alive()
     assert stomp_answers(rabbitmq.port) or not shared_up
     check_recorded_to_the_drop(files, wire, sent)
+
+
+def holds_what_the_client_got(files, wire) -> bool:
+    """The recording of what the server sent is at least as long as what the client received."""
+    return len(joined(files.get("conn-0001.s2c", []))) >= len(wire.into)
