@@ -132,6 +132,13 @@ def test_send_many_gives_what_send_gives_for_each_and_the_refusals(version, esca
     assert client.last_frame is None
 
 
+def test_send_many_refuses_an_item_of_another_shape_and_sends_the_rest():
+    client, _ = pair("1.2")
+    data, refused = client.send_many([("/q", b"1", None, None, None), ("/q", b"2"), ("/q", b"3", None, None, None)])
+    assert data == client.send("/q", b"1") + client.send("/q", b"3")
+    assert [i for i, _ in refused] == [1] and isinstance(refused[0][1], ValueError)
+
+
 def test_send_many_outside_the_session_refuses_each():
     client, _ = pair("1.2")
     client.disconnect()

@@ -22,8 +22,8 @@ def route_messages(list items, Py_ssize_t start, dict routes, bint ack_header, d
 
     The receiving side's fast path (a client connection calls it on each read's decoded items):
     starting at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
-    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes``, becomes ``make(frame, subscription, message_id, ack_id, destination)``
-    appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
+    ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes``, becomes
+    ``make(frame, subscription, message_id, ack_id, destination)`` appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
     is set, else the message id, and a subscription that acknowledges (``manual``) records
     ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
     ``(owner, queue, manual)``: ``queue`` is appended to, and ``owner`` is added to ``filled``

@@ -366,8 +366,8 @@ class ClientConnection(ConnectionCore):
                     chunks.append(data)
                 if i == end:
                     break
-            destination, body, headers, content_type, transaction = sends[i]
-            try:
+            try:  # (a tuple of another size too: its error is this one's, the others go)
+                destination, body, headers, content_type, transaction = sends[i]
                 chunks.append(self.send(destination, body, headers, content_type=content_type, transaction=transaction))
             except Exception as exc:  # (what send() raises for this one: the others go)
                 refused.append((i, exc))
