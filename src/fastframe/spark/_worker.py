@@ -5,11 +5,11 @@ A reused Spark worker (``spark.python.worker.reuse``, the default) runs a full
 then: the rows are now made without it) and pyspark loaded, that walked some
 80,000 long-lived objects: 40 ms of CPU per task measured here, a third of a
 stream task's worker CPU in py-spy samples. The first task a worker runs
-therefore collects once and then freezes what is alive (``gc.freeze``, made for this: long-lived objects set aside from every later
-collection), so the collection after each task looks at that task's objects
-only. What is frozen is still freed by its reference count; only a reference
-cycle among objects alive at that moment (the first task's own, at most) would
-never be collected.
+therefore collects once and then freezes what is alive (``gc.freeze``, made for
+this: long-lived objects set aside from every later collection), so the
+collection after each task looks at that task's objects only. What is frozen is
+still freed by its reference count; only a reference cycle among objects alive
+at that moment (the first task's own, at most) would never be collected.
 """
 
 from __future__ import annotations
