@@ -255,3 +255,37 @@ def test_message_fields_and_its_protocol_event(run):
                 assert client.session.conn.unacked == {}
 
     run(main())
+
+
+SEND_SHAPES = [
+    ({}, b"bytes"),
+    ({}, "text ☃"),
+    ({"content_type": "application/json"}, b"{}"),
+    ({"content_length": False}, b"no length"),
+    ({"content_length": False, "content_type": "text/x"}, "text"),
+    ({"headers": {"x-a": "1", "x-b": "é"}}, b"h"),
+    ({"transaction": "tx-1"}, b"in tx"),
+]
+
+
+@pytest.mark.parametrize(("options", "body"), SEND_SHAPES)
+def test_send_and_send_nowait_write_the_same_bytes(run, options, body):
+    # send() writes the everyday SEND inline, as send_nowait() does: the same frame byte for byte
+    async def main() -> None:
+        wire = []
+        async with FakeServer() as server:
+            hook = lambda direction, data: direction == "out" and data.startswith(b"SEND") and wire.append(data)  # noqa: E731
+            async with aio.connect("127.0.0.1", server.port, wire_hook=hook) as client:
+                if "transaction" in options:
+                    await client.begin("tx-1")
+                await client.send("/queue/a", body, **options)
+                assert client.send_nowait("/queue/a", body, **options)
+                await client.send("/queue/a", body, receipt=True, **options)  # the general path
+        assert len(wire) == 3
+        assert wire[0] == wire[1]
+        # with a receipt, the general path: the same frame plus its receipt header
+        lines = wire[2].split(b"\n")
+        assert sum(line.startswith(b"receipt:") for line in lines) == 1
+        assert b"\n".join(line for line in lines if not line.startswith(b"receipt:")) == wire[0]
+
+    run(main())
