@@ -142,15 +142,33 @@ def _driver_cpu(spark: Any) -> float:
     return time.process_time() + _tree_cpu(spark.sparkContext._gateway.proc.pid)
 
 
+def _machine_ticks() -> List[int]:
+    """(busy, all) clock ticks of every core so far, from /proc/stat (idle and iowait are not busy)."""
+    with open("/proc/stat") as stat:
+        ticks = [int(x) for x in stat.readline().split()[1:]]
+    return [sum(ticks) - ticks[3] - ticks[4], sum(ticks)]
+
+
+def _broker_cpu() -> Optional[float]:
+    """CPU seconds so far of the RabbitMQ the stream is read from (None when it is not found here)."""
+    from .brokers import Unavailable, _cpu_seconds, _rabbitmq_pid
+
+    try:
+        return _cpu_seconds(_rabbitmq_pid())
+    except (Unavailable, OSError):
+        return None
+
+
 def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_only: bool = False) -> Dict[str, Any]:
     """One availableNow query from a new checkpoint into Parquet: seconds from start() to its first batch's end
-    and to its end, the driver's CPU, the batches' Spark durations summed (ms)."""
+    and to its end, the driver's CPU, the broker's, the machine's busy share (all cores), the batches' Spark
+    durations summed (ms)."""
     reader = spark.readStream.format("stomp")
     for name, value in options.items():
         reader = reader.option(name, value)
     shutil.rmtree(folder, ignore_errors=True)
     writer = reader.load().writeStream.format("parquet").option("checkpointLocation", os.path.join(folder, "ck"))
-    cpu0 = _driver_cpu(spark)
+    cpu0, broker0, machine0 = _driver_cpu(spark), _broker_cpu(), _machine_ticks()
     started, started_at = time.perf_counter(), time.time()
     query = writer.trigger(availableNow=True).start(os.path.join(folder, "out"))
     first = None
@@ -166,6 +184,7 @@ def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_
             raise RuntimeError(str(query.exception())[:2000])
     finally:
         query.stop()
+    broker1, machine1 = _broker_cpu(), _machine_ticks()
     progress = query.recentProgress
     durations = {k: sum(p["durationMs"].get(k, 0) for p in progress) for k in STREAM_DURATIONS}
     # when Spark began the first trigger (its progress's timestamp, ms): what came before is the query's
@@ -179,6 +198,8 @@ def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_
         "rows": sum(p["numInputRows"] for p in progress),
         "batches": len(progress),
         "driver_cpu_s": round(_driver_cpu(spark) - cpu0, 3),
+        "broker_cpu_s": round(broker1 - broker0, 3) if broker0 is not None and broker1 is not None else None,
+        "machine_busy": round((machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]), 3),
         "durations_ms": durations,
     }
 
@@ -321,6 +342,20 @@ def stream_main(args: Any) -> int:
               f"| {cold['wall_s']:.2f} ({cold['rows']:,}) | {warmed.get('wall_s', 0):.2f} "
               f"(+{run.get('warm_python_workers_s', 0):.2f}) | {ack.get('messages_per_s', 0):,} "
               f"| {ack.get('driver_cpu_us_per_message', 0):.1f} |")  # fmt: skip
+    print(
+        "\nDuring the availableNow query (best of the repeats): the Workers' quota used, the broker's CPU, the "
+        "machine's busy share of all its cores (near 100%: the machine, not the cluster, is what limits)"
+    )
+    for run in runs:
+        st = run["stream"]
+        quota = (
+            st.get("workers_cpu_s", 0) / max(1e-9, run["workers"] * args.worker_cpu * st["wall_s"])
+            if args.worker_cpu
+            else 0
+        )
+        broker = "-" if st.get("broker_cpu_s") is None else f"{st['broker_cpu_s']:.2f} CPU-s"
+        print(f"- {run['workers']} Worker(s): quota used {quota:.0%} over the wall time, broker {broker}, "
+              f"machine busy {st.get('machine_busy', 0):.0%}")  # fmt: skip
     print(f"\ntwo workers / one = {ratio:.2f}x end to end (target 1.7x)")
     return finish(results, args.json)
 

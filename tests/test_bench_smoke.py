@@ -202,3 +202,20 @@ def test_benchmark_suite_runs() -> None:
     passed = int(done.stdout.strip().splitlines()[-1].split(" passed")[0].split()[-1])
     per_twin = 3 * len(WORKLOAD_NAMES) + 4  # decode, decode to columns, encode per workload + 4 feeds
     assert passed == per_twin * (2 if _c_built() else 1)
+
+
+# --------------------------------------------------------------------------- the asyncio client's halves
+
+
+def test_aio_parts_receive_and_send_every_message() -> None:
+    from bench import aio_parts
+
+    # receiving raises unless every body arrives whole; sending returns after the last SEND is written
+    assert aio_parts.receiving(2_000, 100_000.0, 0.002) > 0
+    assert aio_parts.sending(2_000, 100_000.0) > 0
+    text = subprocess.run(
+        [sys.executable, "-m", "bench.aio_parts", "--messages", "1000", "--rate", "100000", "--rounds", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")]
+    assert rows == ["part", "receiving, rest 2 ms", "receiving, rest 10 ms", "sending"]
