@@ -36,6 +36,13 @@ beside the frames/s: the share of the Workers' quota they used during the read
 (100%: busy all the time; less: they waited for the driver, for a task, or
 for the last task of the job) and the share of periods in which they were
 throttled.
+
+``--stream`` reads a RabbitMQ stream instead (see docs/benchmarks.md); beside
+each ``availableNow`` query's numbers it reports the broker's CPU (its
+``beam.smp``), the machine's busy share of all its cores over the query and
+the share of 0.1 s windows in which the machine was at least 90% busy: when
+two Workers leave quota unused, these say whether the machine or the broker
+kept them waiting.
 """
 
 from __future__ import annotations
@@ -172,6 +179,7 @@ def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_
     started, started_at = time.perf_counter(), time.time()
     query = writer.trigger(availableNow=True).start(os.path.join(folder, "out"))
     first = None
+    samples = [machine0]  # the machine's ticks every 0.1 s: how busy it was moment by moment
     try:
         while query.isActive:
             if first is None and query.lastProgress is not None:
@@ -179,6 +187,8 @@ def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_
                 if first_batch_only:
                     break
             time.sleep(0.01)
+            if time.perf_counter() - started >= 0.1 * len(samples):
+                samples.append(_machine_ticks())
         wall = time.perf_counter() - started
         if query.exception() is not None:
             raise RuntimeError(str(query.exception())[:2000])
@@ -200,6 +210,12 @@ def _stream_query(spark: Any, options: Dict[str, str], folder: str, first_batch_
         "driver_cpu_s": round(_driver_cpu(spark) - cpu0, 3),
         "broker_cpu_s": round(broker1 - broker0, 3) if broker0 is not None and broker1 is not None else None,
         "machine_busy": round((machine1[0] - machine0[0]) / max(1, machine1[1] - machine0[1]), 3),
+        # the share of its 0.1 s windows in which the machine was at least 90% busy (both cores)
+        "machine_saturated": round(
+            sum((b[0] - a[0]) >= 0.9 * (b[1] - a[1]) > 0 for a, b in zip(samples, samples[1:]))
+            / max(1, len(samples) - 1),
+            3,
+        ),
         "durations_ms": durations,
     }
 
@@ -355,7 +371,8 @@ def stream_main(args: Any) -> int:
         )
         broker = "-" if st.get("broker_cpu_s") is None else f"{st['broker_cpu_s']:.2f} CPU-s"
         print(f"- {run['workers']} Worker(s): quota used {quota:.0%} over the wall time, broker {broker}, "
-              f"machine busy {st.get('machine_busy', 0):.0%}")  # fmt: skip
+              f"machine busy {st.get('machine_busy', 0):.0%} (at least 90% busy in "
+              f"{st.get('machine_saturated', 0):.0%} of its 0.1 s windows)")  # fmt: skip
     print(f"\ntwo workers / one = {ratio:.2f}x end to end (target 1.7x)")
     return finish(results, args.json)
 
