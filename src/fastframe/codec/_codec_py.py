@@ -781,17 +781,17 @@ def route_messages(
 ) -> int:
     """Queue the everyday MESSAGEs of ``items[start:]`` straight into their subscriptions' queues.
 
-    The receiving side's fast path (a client connection calls it on each read's decoded items):
-    starting at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
+    The receiving side's fast path (a client connection calls it on each read's decoded items): starting
+    at ``start`` (0 when negative), each :class:`fastframe.Frame` whose command is ``MESSAGE``, with
     ``subscription`` and ``message-id`` headers (str) and a subscription in ``routes``, becomes
-    ``make(frame, subscription, message_id, ack_id, destination)`` appended to that queue; ``ack_id`` is the ``ack`` header when ``ack_header`` (STOMP 1.2) and it
-    is set, else the message id, and a subscription that acknowledges (``manual``) records
-    ``unacked[ack_id] = (subscription, message_id)``. ``routes`` maps a subscription id to
-    ``(owner, queue, manual)``: ``queue`` is appended to, and ``owner`` is added to ``filled``
-    (once per run of messages; the owner bounds its queue after the read). Returns the index of
-    the first item it did not queue (``len(items)`` when it queued them all): a heart-beat, another
-    frame, an unusual MESSAGE; the caller takes that item by its general path, then may
-    call again from the next one, so the order of everything is kept.
+    ``make(frame, subscription, message_id, ack_id, destination)`` appended to that queue; ``ack_id`` is
+    the ``ack`` header when ``ack_header`` (STOMP 1.2) and it is set, else the message id, and a
+    subscription that acknowledges (``manual``) records ``unacked[ack_id] = (subscription,
+    message_id)``. ``routes`` maps a subscription id to ``(owner, queue, manual)``: ``queue`` is
+    appended to, and ``owner`` is added to ``filled`` (once per run of messages; the owner bounds its
+    queue after the read). Returns the index of the first item it did not queue (``len(items)`` when it
+    queued them all): a heart-beat, another frame, an unusual MESSAGE; the caller takes that item by its
+    general path, then may call again from the next one, so the order of everything is kept.
     """
     end = len(items)
     i = max(start, 0)
