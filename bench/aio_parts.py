@@ -38,6 +38,7 @@ from .aio_read import _read_frame, _stream
 
 SIZE = 200
 BURST = 10  # MESSAGEs per write of the paced server
+DESTINATION = "/queue/paced"
 
 
 def _paced_server(listener: socket.socket, messages: int, rate: float) -> None:
@@ -62,7 +63,8 @@ def _paced_server(listener: socket.socket, messages: int, rate: float) -> None:
 
 
 def _paced_sink(listener: socket.socket, rate: float) -> None:
-    """Answer CONNECT, then read what comes no faster than ``rate`` SENDs of 200 B per s (about 260 B each)."""
+    """Answer CONNECT, then read what comes no faster than ``rate`` of the client's SENDs per s."""
+    send_size = len(fastframe.Encoder("1.2").encode("SEND", [("destination", DESTINATION)], b"m" * SIZE))
     conn, _ = listener.accept()
     conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     with conn:
@@ -70,10 +72,10 @@ def _paced_sink(listener: socket.socket, rate: float) -> None:
         conn.sendall(b"CONNECTED\nversion:1.2\nheart-beat:0,0\n\n\0")
         start, got = time.perf_counter(), 0
         while True:
-            due = start + got / (rate * 260)
+            due = start + got / (rate * send_size)
             while time.perf_counter() < due:
                 pass
-            data = conn.recv(BURST * 260)
+            data = conn.recv(BURST * send_size)
             if not data:
                 return
             got += len(data)
@@ -94,7 +96,7 @@ def _peer(target: object, *args: object) -> Tuple[multiprocessing.process.BasePr
 async def _receive(port: int, messages: int, rest: float) -> float:
     client = await aio.connect("127.0.0.1", port, timeout=120, versions=("1.2",), coalesce_reads=rest)
     try:
-        subscription = await client.subscribe("/queue/paced", id="s", receipt=False)
+        subscription = await client.subscribe(DESTINATION, id="s", receipt=False)
         received, cpu = 0, time.process_time()
         async for message in subscription:
             if len(message.body) != SIZE:
@@ -112,7 +114,7 @@ async def _send(port: int, messages: int) -> float:
     try:
         body, cpu = b"m" * SIZE, time.process_time()
         for _ in range(messages):
-            await client.send("/queue/paced", body)
+            await client.send(DESTINATION, body)
         return time.process_time() - cpu
     finally:
         await client.close()
