@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._client import Client, Reconnect, connect, log_unrouted, start_call
 from ._errors import ConnectionClosedError, HeartbeatTimeout, ServerError, StaleMessageError
-from ._subscription import BaseMessage, Message, Receiver, Subscription, Transaction
+from ._subscription import BaseMessage, ColumnSubscription, Message, Receiver, Subscription, Transaction
 from ._transport import ClientSession
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ __all__ = [
     "Reconnect",
     "ServerError",
     "ClientSession",
+    "ColumnSubscription",
     "StaleMessageError",
     "Subscription",
     "Transaction",

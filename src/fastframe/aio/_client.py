@@ -29,7 +29,7 @@ from typing import (
 
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
-from ._subscription import BaseMessage, Message, Receiver, Subscription, Transaction
+from ._subscription import BaseMessage, ColumnSubscription, Message, Receiver, Subscription, Transaction
 from ._transport import ClientSession, FrameHook, WireHook
 
 __all__ = ["Client", "Reconnect", "connect", "log_unrouted", "start_call"]
@@ -509,10 +509,19 @@ class Client:
         max_queue: Optional[int] = None,
         receipt: bool = True,
         timeout: Optional[float] = None,
+        columns: bool = False,
     ) -> Subscription:
-        """SUBSCRIBE and return the :class:`Subscription` (an async iterator of :class:`Message`)."""
+        """SUBSCRIBE and return the :class:`Subscription` (an async iterator of :class:`Message`).
+
+        ``columns=True`` returns a :class:`ColumnSubscription` instead: each read's messages come as
+        one :class:`fastframe.Columns` (no Python object per message); it must be the connection's
+        only subscription, and there must be no ``frame_hook``.
+        """
         sub_id = id or self._new_id("sub-")
-        sub = Subscription(self, sub_id, destination, ack, header_list(headers), max_queue or self.max_queue)
+        if columns and self._hooks[0] is not None:
+            raise ValueError("columns=True does not go with a frame_hook (the hook sees each frame)")
+        kind = ColumnSubscription if columns else Subscription
+        sub = kind(self, sub_id, destination, ack, header_list(headers), max_queue or self.max_queue)
         await self.subscribe_into(sub, receipt=receipt, timeout=timeout)
         return sub
 
@@ -540,7 +549,9 @@ class Client:
     def _route_into(self, conn: ClientConnection, sub: Receiver) -> None:
         # the everyday MESSAGE goes from the read straight into the subscription's inbox (the
         # connection's compiled fast path); a frame hook sees every frame, so then _route does it
-        if self._hooks[0] is None:
+        if getattr(sub, "columns", False):
+            conn.route_columns(sub.id, sub.inbox)
+        elif self._hooks[0] is None:
             conn.route(sub.id, sub.inbox)
 
     def _unroute(self, sub: Receiver) -> None:

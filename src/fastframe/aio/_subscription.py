@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, List, Optional, Protocol, Tuple, Type, Union
 
-from ..protocol import Headers, Inbox, spec
+from ..protocol import Headers, Inbox, message_columns, spec
 from ..protocol import Message as MessageEvent
 from ._errors import ConnectionClosedError
 
@@ -198,6 +198,9 @@ class Subscription:
     read is at most 256 KiB).
     """
 
+    #: whether the messages come as :class:`fastframe.Columns` (:class:`ColumnSubscription`)
+    columns = False
+
     def __init__(
         self, client: ClientLike, id: str, destination: str, ack: str, headers: List[Tuple[str, str]], max_queue: int
     ) -> None:
@@ -330,6 +333,29 @@ class Subscription:
                 await self.unsubscribe()
             except ConnectionClosedError:
                 pass
+
+
+class ColumnSubscription(Subscription):
+    """A subscription whose messages come as :class:`fastframe.Columns`: one item per socket read,
+    each row a MESSAGE, no Python object per message (``client.subscribe(..., columns=True)``).
+
+    Iteration, :meth:`get`, :meth:`get_nowait` and :meth:`get_batch` return Columns instead of
+    :class:`Message` (lay them out in Arrow with ``pyarrow.Array.from_buffers``, as
+    :mod:`fastframe.spark` does). The connection decodes with a :class:`fastframe.ColumnDecoder`
+    (see :meth:`fastframe.protocol.ClientConnection.route_columns` for what that asks: the
+    connection's only subscription, ack mode ``auto`` or ``client``); acknowledge a row with
+    ``client.ack(ack_id, subscription=sub.id)``, its ``ack`` header (1.2) or ``message-id``.
+    ``max_queue`` counts reads here, not messages: a read is at most 256 KiB.
+    """
+
+    columns = True
+
+    def deliver(self, message: BaseMessage, closing: bool) -> None:
+        """(The client's routing) A MESSAGE that came as an event (closing down, when the rows are
+        frames again): queued as a Columns of one row, so every item has one type."""
+        inbox = self._inbox
+        inbox.put(message_columns([message]), message._session, closing)  # type: ignore[arg-type]
+        self._wake()
 
 
 class _Ended(ConnectionClosedError):

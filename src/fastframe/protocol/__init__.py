@@ -14,6 +14,10 @@ from any monotonic clock) where time matters. API summary::
     client.unsubscribe(id) / ack(message_or_kept_id, subscription=None) / nack(...) / begin(tx)
       / commit(tx) / abort(tx)
     client.disconnect(receipt="r-1") -> bytes; client.receive_eof() -> [ConnectionClosed]
+    client.route(id, inbox) / route_columns(id, inbox) / unroute(id) / take_filled()
+      # a subscription's MESSAGEs straight into an Inbox: as message objects, or as one
+      # fastframe.Columns per read (no object per message); frames_of(columns) /
+      # message_columns(messages) turn one into the other
     server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), **same options)
     server.receive_data(data, now) -> [ConnectRequest, Send, Subscribe, Unsubscribe, Ack, Nack,
                                        Begin, Commit, Abort, Disconnect, HeartbeatReceived]
@@ -46,6 +50,7 @@ from any monotonic clock) where time matters. API summary::
 from __future__ import annotations
 
 from ._client import ClientConnection
+from ._columnar import frames_of, message_columns
 from ._core import Headers, State, header_list
 from ._errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from ._events import (
@@ -76,5 +81,5 @@ __all__ = [
     "DEFAULT_GRACE", "Abort", "Headers", "header_list", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
     "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
     "Inbox", "LocalProtocolError", "Message", "Nack", "ProtocolError", "ReadGate", "ReadPauses", "Receipt", "RemoteProtocolError", "Send",
-    "ServerConnection", "State", "Subscribe", "Unsubscribe", "plain_error",
+    "ServerConnection", "State", "Subscribe", "Unsubscribe", "frames_of", "message_columns", "plain_error",
 ]  # fmt: skip

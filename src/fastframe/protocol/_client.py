@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..codec import VERSIONS, EncodeError, Encoder, Frame, Heartbeat, route_messages
+from ..codec import VERSIONS, ColumnDecoder, Columns, DecodeError, EncodeError, Encoder, Frame, Heartbeat, route_messages
 from . import spec
+from ._columnar import all_messages, frames_of, split_read
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import Connected, Error, Event, Message, Receipt
@@ -73,6 +74,8 @@ class ClientConnection(ConnectionCore):
         # route(): subscription id -> (inbox, its deque, whether it acknowledges)
         self._routes: Dict[str, Tuple[Inbox[Any], Any, bool]] = {}
         self._filled: List[Inbox[Any]] = []
+        # route_columns(): (subscription id, inbox) while its MESSAGEs are queued as columns
+        self._columnar: Optional[Tuple[str, Inbox[Any]]] = None
 
     @property
     def last_frame(self) -> Optional[Any]:
@@ -168,6 +171,8 @@ class ClientConnection(ConnectionCore):
             i += 1
             if type(item) is Heartbeat:
                 append(_BEAT)
+            elif type(item) is Columns:  # a columnar subscription's MESSAGEs (see _decode)
+                self._queue_columns(item, events)
             elif item.command == "MESSAGE" and self.state is _CONNECTED:
                 append(on_message(item, events))
             else:
@@ -189,13 +194,82 @@ class ClientConnection(ConnectionCore):
             raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
         self._routes[id] = (inbox, inbox.items, self.subscriptions[id][1] != "auto")
 
+    def route_columns(self, id: str, inbox: Inbox[Any]) -> None:
+        """Queue the MESSAGEs of subscription ``id`` into ``inbox`` as :class:`fastframe.Columns`,
+        one item per read: no Python object per message (the batch consumer's fast path, e.g. into Arrow).
+
+        The connection decodes with a :class:`fastframe.ColumnDecoder` from now on, so ``id`` must be
+        its only subscription (another :meth:`subscribe` is refused while it is routed so), of ack mode
+        ``auto`` or ``client``, on a connection that is not ``strict``, with no frame under way (call it
+        right after :meth:`subscribe`). A read of MESSAGEs only is queued whole; a read with anything
+        else in it is rebuilt as frames in order (the other frames become events as usual, each run of
+        MESSAGEs one Columns item). What the decoder refuses, it refuses as ever, and header bytes
+        that are not UTF-8 too (``keep_invalid_utf8`` does not apply: Arrow's strings are UTF-8).
+
+        No ledger is kept of these messages: :meth:`ack` and :meth:`nack` take a row's ``ack``
+        header (1.2) or ``message-id`` as given. After :meth:`unroute` (or :meth:`unsubscribe`) the
+        connection goes on decoding columns, and every row becomes a frame again (the slow path).
+        """
+        known = self.subscriptions.get(id)
+        if known is None:
+            raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
+        refusal = (
+            "it is not the connection's only subscription" if len(self.subscriptions) > 1
+            else "its ack mode is client-individual" if known[1] == "client-individual"
+            else "the connection is strict" if self.strict
+            else "bytes of a frame are under way" if self._decoder.buffered or self._lent
+            else ""
+        )  # fmt: skip
+        if refusal:
+            raise misuse(f"cannot route subscription {id!r} as columns: {refusal}", "SUBSCRIBE", ("id", id))
+        if type(self._decoder) is not ColumnDecoder:
+            self._base += self._decoder.bytes_fed
+            options = dict(self._decoder_options, escapes=self.escapes, keep_invalid_utf8=False)
+            self._decoder = ColumnDecoder(self.version or "1.2", **options)
+        self._routes.pop(id, None)
+        self._columnar = (id, inbox)
+
     def unroute_all(self) -> None:
         """:meth:`unroute` every subscription (closing down: every MESSAGE is an event again)."""
         self._routes.clear()
+        self._columnar = None
 
     def unroute(self, id: str) -> None:
         """Stop queueing subscription ``id``'s MESSAGEs into an inbox: they are events again."""
         self._routes.pop(id, None)
+        if self._columnar is not None and self._columnar[0] == id:
+            self._columnar = None
+
+    def _decode(self, decode: Callable[[Any], Any], data: Any, events: List[Event]) -> List[Any]:
+        if type(self._decoder) is not ColumnDecoder:
+            return super()._decode(decode, data, events)
+        decoder = self._decoder
+        beats = decoder.heartbeats
+        try:
+            decode(data)
+        except DecodeError as exc:  # the rows before the bad bytes are taken first, as a Decoder's frames
+            exc.frames = self._column_items(decoder.take()) if decoder.rows else []
+            self._undecodable(exc, events)
+        self.frames_received += decoder.rows + decoder.heartbeats - beats
+        return self._column_items(decoder.take()) if decoder.rows else []
+
+    def _column_items(self, columns: Columns) -> List[Any]:
+        if self._columnar is None:
+            return frames_of(columns)
+        if all_messages(columns):
+            return [columns]
+        return split_read(columns)
+
+    def _queue_columns(self, columns: Columns, events: List[Event]) -> None:
+        columnar = self._columnar
+        if columnar is None:  # (unrouted within the read): the rows are frames again
+            self._dispatch_all(frames_of(columns), events)
+            return
+        inbox = columnar[1]
+        inbox.items.append(columns)
+        filled = self._filled
+        if not filled or filled[-1] is not inbox:
+            filled.append(inbox)
 
     def take_filled(self) -> Sequence[Inbox[Any]]:
         """The inboxes that routed MESSAGEs were queued into since the last call (each once per
@@ -408,6 +482,11 @@ class ClientConnection(ConnectionCore):
             raise misuse(
                 f"subscription id {id!r} is already in use", "SUBSCRIBE", ("id", id), ("destination", destination)
             )
+        if self._columnar is not None:
+            raise misuse(
+                f"subscription {self._columnar[0]!r} is routed as columns: it must stay the connection's only one",
+                "SUBSCRIBE", ("id", id), ("destination", destination),
+            )  # fmt: skip
         pairs = [("id", id), ("destination", destination), ("ack", ack), *header_list(headers)]
         data = self._build("SUBSCRIBE", pairs, receipt=receipt)[1]
         self.subscriptions[id] = (destination, ack)
@@ -460,6 +539,9 @@ class ClientConnection(ConnectionCore):
         known = self.unacked.get(ack_id) if ack_id is not None else None
         if known is not None and (subscription is None or known[0] == subscription):
             return str(ack_id)
+        columnar = self._columnar
+        if columnar is not None and isinstance(ack_id, str) and subscription in (None, columnar[0]):
+            return ack_id  # a row of the columnar subscription: no ledger to check (see route_columns)
         if not isinstance(message, Message):  # maybe a message-id kept where the ack id differs (1.2)
             found = [a for a, (s, m) in self.unacked.items() if m == message and subscription in (None, s)]
             if len(found) == 1:
@@ -486,7 +568,10 @@ class ClientConnection(ConnectionCore):
         receipt: Optional[str],
     ) -> bytes:
         ack_id = self._unacked_id(command, message, subscription)
-        sub_id, message_id = self.unacked[ack_id]
+        known = self.unacked.get(ack_id)
+        if known is None:  # a row of the columnar subscription (no ledger): the id as given
+            known = ((self._columnar or ("",))[0], ack_id)
+        sub_id, message_id = known
         if self.version == "1.2":
             pairs = [("id", ack_id)]
         elif self.version == "1.1":
@@ -494,7 +579,8 @@ class ClientConnection(ConnectionCore):
         else:
             pairs = [("message-id", message_id)]
         data = self._build(command, pairs + self._tx_header(transaction, command), receipt=receipt)[1]
-        self._settle(ack_id)
+        if ack_id in self.unacked:
+            self._settle(ack_id)
         return data
 
     def begin(self, transaction: str, *, receipt: Optional[str] = None) -> bytes:
@@ -536,7 +622,7 @@ class ClientConnection(ConnectionCore):
 
     def _forget_subscription(self, sub_id: str) -> None:
         self.subscriptions.pop(sub_id, None)
-        self._routes.pop(sub_id, None)
+        self.unroute(sub_id)
         self._closed_subscriptions[sub_id] = None
         if len(self._closed_subscriptions) > _CLOSED_SUBSCRIPTIONS_KEPT:
             del self._closed_subscriptions[next(iter(self._closed_subscriptions))]
