@@ -535,6 +535,8 @@ class Client:
             raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
 
         def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
+            if getattr(sub, "columns", False):
+                conn.check_columns(sub_id, ack)  # (refused before anything is sent)
             data = conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid)
             self._subscriptions[sub_id] = sub  # from the SUBSCRIBE on: messages route here, reconnects re-send it
             self._route_into(conn, sub)

@@ -9,7 +9,10 @@ more than the items, starting at 0), data is UTF-8 (or the body bytes).
 from __future__ import annotations
 
 import sys
+from struct import Struct
 from typing import NamedTuple, Optional, Tuple
+
+_PAIR = Struct("<2i")  # two neighbouring offsets: where an item starts and ends
 
 #: Above this, an int32 offset overflows: an Arrow string or binary column holds less than 2 GiB.
 MAX_COLUMN_BYTES = 2**31 - 1
@@ -47,6 +50,20 @@ class Columns(NamedTuple):
     map_offsets: Optional[bytes]
     #: ... and one byte per flattened header: 1 when it is the first of its name in its row, else 0.
     map_keep: Optional[bytes]
+
+    def header(self, row: int, name: str) -> Optional[str]:
+        """The first value of header ``name`` in row ``row`` (``None``: the row has none); a look at
+        one row's headers, for the few rows a reader picks (Arrow's compute is for whole columns)."""
+        if not 0 <= row < self.rows:
+            raise IndexError(f"row {row} is not among the {self.rows} rows")
+        first, end = _PAIR.unpack_from(self.header_offsets, 4 * row)
+        key, names = name.encode(), self.name_data
+        for index in range(first, end):
+            start, stop = _PAIR.unpack_from(self.name_offsets, 4 * index)
+            if stop - start == len(key) and names.startswith(key, start):
+                start, stop = _PAIR.unpack_from(self.value_offsets, 4 * index)
+                return self.value_data[start:stop].decode()
+        return None
 
 
 def take_limits(max_rows: Optional[int], max_bytes: Optional[int]) -> Tuple[int, int]:

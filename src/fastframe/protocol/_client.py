@@ -213,21 +213,29 @@ class ClientConnection(ConnectionCore):
         known = self.subscriptions.get(id)
         if known is None:
             raise misuse(f"no subscription with id {id!r} to route", "SUBSCRIBE", ("id", id))
-        refusal = (
-            "it is not the connection's only subscription" if len(self.subscriptions) > 1
-            else "its ack mode is client-individual" if known[1] == "client-individual"
-            else "the connection is strict" if self.strict
-            else "bytes of a frame are under way" if self._decoder.buffered or self._lent
-            else ""
-        )  # fmt: skip
-        if refusal:
-            raise misuse(f"cannot route subscription {id!r} as columns: {refusal}", "SUBSCRIBE", ("id", id))
+        self._check_columns(id, known[1], len(self.subscriptions) - 1)
         if type(self._decoder) is not ColumnDecoder:
             self._base += self._decoder.bytes_fed
             options = dict(self._decoder_options, escapes=self.escapes, keep_invalid_utf8=False)
             self._decoder = ColumnDecoder(self.version or "1.2", **options)
         self._routes.pop(id, None)
         self._columnar = (id, inbox)
+
+    def check_columns(self, id: str, ack: str = "auto") -> None:
+        """Raise :class:`LocalProtocolError` when a new subscription ``id`` of ack mode ``ack`` could not
+        be routed as columns now (see :meth:`route_columns`): ask before :meth:`subscribe`."""
+        self._check_columns(id, ack, len(self.subscriptions))
+
+    def _check_columns(self, id: str, ack: str, others: int) -> None:
+        refusal = (
+            "it is not the connection's only subscription" if others
+            else "its ack mode is client-individual" if ack == "client-individual"
+            else "the connection is strict" if self.strict
+            else "bytes of a frame are under way" if self._decoder.buffered or self._lent
+            else ""
+        )  # fmt: skip
+        if refusal:
+            raise misuse(f"cannot route subscription {id!r} as columns: {refusal}", "SUBSCRIBE", ("id", id))
 
     def unroute_all(self) -> None:
         """:meth:`unroute` every subscription (closing down: every MESSAGE is an event again)."""

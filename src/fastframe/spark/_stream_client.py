@@ -13,6 +13,7 @@ import asyncio
 from typing import Any, Awaitable, Dict, Optional, TypeVar
 
 from .. import aio
+from ..codec import DecodeError
 from ._stream_options import Connection
 
 T = TypeVar("T")
@@ -20,6 +21,11 @@ T = TypeVar("T")
 
 class BrokerError(RuntimeError):
     """A broker refused or failed a request; the message says which option to check."""
+
+
+class UndecodableError(BrokerError):
+    """The connection ended on bytes its decoder refused (a columnar subscription's decoder refuses
+    header bytes that are not UTF-8, which RabbitMQ passes on: read them again as message objects)."""
 
 
 def server_reason(exc: BaseException) -> str:
@@ -31,6 +37,17 @@ def server_reason(exc: BaseException) -> str:
         if first:
             text = f"{text}: {first[0]}"
     return text
+
+
+def _decode_error(exc: BaseException) -> Optional[DecodeError]:
+    """The codec's error behind a closed connection, if bytes the decoder refused closed it."""
+    seen = 0
+    cause: Optional[BaseException] = exc
+    while cause is not None and seen < 8:  # (a chain of causes, bounded)
+        if isinstance(cause, DecodeError):
+            return cause
+        cause, seen = cause.__cause__, seen + 1
+    return None
 
 
 class BrokerConnection:
@@ -98,7 +115,9 @@ class BrokerConnection:
                     f"cannot connect to the broker at {where}: {exc} (check options host and port, or servers; "
                     "is the broker running?)"
                 ) from None
-            raise BrokerError(f"{what} on {where}: the connection closed: {exc}") from None
+            undecodable = _decode_error(exc)
+            kind = BrokerError if undecodable is None else UndecodableError
+            raise kind(f"{what} on {where}: the connection closed: {exc}") from undecodable
         except OSError as exc:
             raise BrokerError(f"{what} on {where}: {exc} (check options host and port, or servers)") from None
 

@@ -19,15 +19,16 @@ batch that holds them.
 from __future__ import annotations
 
 import asyncio
+import functools
 import sys
 import time
-from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from .. import aio
 from ..codec import IMPLEMENTATION
-from ._stream_client import BrokerConnection, BrokerError, server_reason
+from ._stream_client import BrokerConnection, BrokerError, UndecodableError, server_reason
 from ._stream_options import SourceOptions, stream_queue
-from ._stream_schema import messages_to_batch, stream_arrow_schema
+from ._stream_schema import columns_to_batch, messages_to_batch, stream_arrow_schema
 from ._worker import collector_paused
 
 #: How long the end of a stream's last chunk may keep the next message waiting.
@@ -60,7 +61,14 @@ def check_rabbitmq(broker: BrokerConnection) -> None:
 
 
 def _offset(message: Any, destination: str) -> int:
-    value = message.get("x-stream-offset")
+    return _stream_offset(message.get("x-stream-offset"), destination)
+
+
+def _row_offset(columns: Any, row: int, destination: str) -> int:
+    return _stream_offset(columns.header(row, "x-stream-offset"), destination)
+
+
+def _stream_offset(value: Optional[str], destination: str) -> int:
     if value is None:
         raise BrokerError(
             f"a message from {destination!r} has no x-stream-offset header: it is not a RabbitMQ stream queue "
@@ -70,7 +78,13 @@ def _offset(message: Any, destination: str) -> int:
 
 
 async def _stream_subscription(
-    client: Any, destination: str, spec: str, prefetch: int, timeout: float, extra: Tuple[Tuple[str, str], ...] = ()
+    client: Any,
+    destination: str,
+    spec: str,
+    prefetch: int,
+    timeout: float,
+    extra: Tuple[Tuple[str, str], ...] = (),
+    columns: bool = False,
 ) -> Any:
     queue = stream_queue(destination)
     try:
@@ -80,6 +94,7 @@ async def _stream_subscription(
             headers={**dict(extra), "x-stream-offset": spec, "prefetch-count": str(prefetch)},
             max_queue=prefetch + 1,
             timeout=timeout,
+            columns=columns,
         )
     except aio.ServerError as exc:
         raise _subscribe_error(exc, destination, "stream") from None
@@ -293,21 +308,33 @@ class _Range:
 
     The subscription's credit covers the range and no more: what the broker sent past ``end`` would be
     read for nothing (the next range's messages, up to the whole credit), and DISCONNECT's receipt waits
-    behind it.
+    behind it. ``columns``: the subscription is columnar (:meth:`take_columns`; a task's read), else
+    it gives message objects (:meth:`take`).
     """
 
     def __init__(
-        self, opts: SourceOptions, broker: BrokerConnection, destination: str, start: int, end: int, max_bytes: int = 0
+        self,
+        opts: SourceOptions,
+        broker: BrokerConnection,
+        destination: str,
+        start: int,
+        end: int,
+        max_bytes: int = 0,
+        columns: bool = False,
     ) -> None:
         self.destination, self.end, self.next = destination, end, start
         self.max_bytes, self.used, self.taken = max_bytes, 0, 0  # max_bytes 0: no byte limit
         self.opts, self.delivered = opts, False
         self.prefetch = max(1, min(opts.prefetch, 65_535, end - start))
         self.unacked = 0
+        self.client = broker.client
+        # take_columns(): the rows of the last read not taken yet (columns, first row, end row, the
+        # offset after them)
+        self.span: Optional[Tuple[Any, int, int, int]] = None
         timeout = opts.connection.timeout
         self.sub = broker.run(
             _stream_subscription(
-                broker.client, destination, f"offset={start}", self.prefetch, timeout, opts.subscribe_headers
+                broker.client, destination, f"offset={start}", self.prefetch, timeout, opts.subscribe_headers, columns
             ),
             timeout + 1,
             f"subscribing to {destination}",
@@ -324,40 +351,98 @@ class _Range:
             # coroutine per message
             batch = sub.get_batch(rows - len(messages)) or [await sub.get()]
             got = [_offset(message, destination) for message in batch]
-            if not self.delivered:
-                self.delivered = True
-                if got[0] > self.next + 1 and self.next > 0:  # the range's start is gone (see checked_end)
-                    data_lost(self.opts, destination, self.next, got[0], got[0] + 1)
+            self._first_delivered(got[0])
             if self.max_bytes or got[0] < self.next or got[-1] >= self.end:
                 if await self._take_each(batch, got, messages, offsets):
                     break
                 continue
             # the everyday batch: offsets rise through a stream, so the first and last say that every
             # message is in the range
-            await self._credit(batch[-1], got[-1], len(batch))
+            await self._credit(batch[-1].ack, got[-1], len(batch))
             messages += batch
             offsets += got
             self.taken += len(batch)
             self.next = got[-1] + 1
         return messages, offsets
 
-    async def _credit(self, message: Any, offset: int, count: int) -> None:
-        """``count`` more messages arrived, ``message`` at ``offset`` the last of them. The broker sends
-        until ``prefetch`` messages are unacknowledged: up to about offset + prefetch - unacked.
-        Acknowledge (ack=client: this one and every one before it) only when that falls short of
-        end - 1, then at the last offset whose new credit stays within the range, or at half the
-        credit (a range longer than it)."""
+    def _first_delivered(self, offset: int) -> None:
+        """The first message delivered is at ``offset``: past the range's start, that start is gone."""
+        if not self.delivered:
+            self.delivered = True
+            if offset > self.next + 1 and self.next > 0:  # (see checked_end)
+                data_lost(self.opts, self.destination, self.next, offset, offset + 1)
+
+    async def _credit(self, acknowledge: Callable[[], Awaitable[None]], offset: int, count: int) -> None:
+        """``count`` more messages arrived, the last of them at ``offset`` (``acknowledge()`` acknowledges
+        it). The broker sends until ``prefetch`` messages are unacknowledged: up to about offset +
+        prefetch - unacked. Acknowledge (ack=client: this one and every one before it) only when that
+        falls short of end - 1, then at the last offset whose new credit stays within the range, or at
+        half the credit (a range longer than it)."""
         prefetch, end = self.prefetch, self.end
         unacked = self.unacked = self.unacked + count
         if offset + prefetch - unacked < end - 1 and (offset + prefetch >= end - 1 or unacked >= prefetch // 2):
-            await message.ack()
+            await acknowledge()
             self.unacked = 0
+
+    async def take_columns(self, rows: int) -> List[Tuple[Any, int, int]]:
+        """Up to ``rows`` more messages of the columnar subscription, as ``(columns, first row, end row)``
+        pieces in order (see :func:`columns_to_batch`). Each read is cut to the range once, as it
+        arrives (:meth:`_next_span`); what a call leaves of it waits for the next call."""
+        pieces: List[Tuple[Any, int, int]] = []
+        while rows > 0 and self.next < self.end:
+            span = self.span or await self._next_span()
+            columns, first, end, after = span
+            count = min(end - first, rows)
+            if count:
+                pieces.append((columns, first, first + count))
+                rows -= count
+                self.taken += count
+            if first + count < end:
+                self.span = (columns, first + count, end, after)
+                self.next = _row_offset(columns, first + count, self.destination)
+            else:
+                self.span = None
+                self.next = max(self.next, after)  # (a read wholly before the range leaves it)
+        return pieces
+
+    async def _next_span(self) -> Tuple[Any, int, int, int]:
+        """The next read's rows within the range: ``(columns, first row, end row, the offset after
+        them)``. Offsets rise through a read, so its first and last rows say whether all of it is in
+        the range; a read at the range's start or end is cut where the offsets cross it (a binary
+        search, reading a row's header per step)."""
+        sub, destination = self.sub, self.destination
+        columns = sub.get_nowait() if len(sub) else await sub.get()
+        rows = columns.rows
+        first, last = _row_offset(columns, 0, destination), _row_offset(columns, rows - 1, destination)
+        self._first_delivered(first)
+        await self._credit(functools.partial(self._ack_row, columns, rows - 1), last, rows)
+        start = 0 if first >= self.next else self._first_row_at(columns, self.next)
+        if last < self.end:
+            return columns, start, rows, last + 1
+        return columns, start, max(start, self._first_row_at(columns, self.end)), self.end
+
+    def _first_row_at(self, columns: Any, offset: int) -> int:
+        """The first row of ``columns`` at ``offset`` or later (``columns.rows``: none)."""
+        low, high = 0, columns.rows
+        while low < high:
+            middle = (low + high) // 2
+            if _row_offset(columns, middle, self.destination) < offset:
+                low = middle + 1
+            else:
+                high = middle
+        return low
+
+    async def _ack_row(self, columns: Any, row: int) -> None:
+        """ACK row ``row`` of a read (ack=client: every message before it too), by its ``ack`` header
+        (STOMP 1.2) or its ``message-id``."""
+        ack_id = columns.header(row, "ack") or columns.header(row, "message-id")
+        await self.client.ack(ack_id, subscription=self.sub.id)
 
     async def _take_each(self, batch: List[Any], got: List[int], messages: List[Any], offsets: List[int]) -> bool:
         """A batch at the range's start, past its end, or under a byte limit, a message at a time; True:
         the range ended within it (the batch's rest is past it)."""
         for message, offset in zip(batch, got):
-            await self._credit(message, offset, 1)
+            await self._credit(message.ack, offset, 1)
             if offset < self.next:
                 continue  # the chunk of the first offset starts before it
             if offset >= self.end:
@@ -381,29 +466,54 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
     The offsets were proven to exist when the batch was planned, so each must
     arrive within ``timeout``; a stream truncated by retention since then
     starts later (the rows say which offsets were read).
+
+    The subscription is columnar (:meth:`fastframe.aio.Client.subscribe` with ``columns=True``): a
+    read's messages are one :class:`fastframe.Columns`, laid out in Arrow without a Python object
+    each. Its decoder refuses header bytes that are not UTF-8 (RabbitMQ passes them on): then the
+    rest of the range is read again as message objects, which make such a message a row that says so.
     """
     if end <= start:
         return
+    done = [start]  # where the batches yielded so far end
+    try:
+        yield from _read_batches(opts, destination, start, end, True, done)
+    except UndecodableError:
+        yield from _read_batches(opts, destination, done[0], end, False, done)
+
+
+def _read_batches(
+    opts: SourceOptions, destination: str, start: int, end: int, columns: bool, done: List[int]
+) -> Iterator[Any]:
+    """:func:`read_range` on one connection, columnar or not; ``done[0]`` follows the batches yielded."""
     schema = stream_arrow_schema()
     codec = IMPLEMENTATION
     with BrokerConnection(opts.connection, max_queue=min(opts.prefetch, end - start) + 1) as broker:
         check_rabbitmq(broker)
-        cursor = _Range(opts, broker, destination, start, end)
+        cursor = _Range(opts, broker, destination, start, end, columns=columns)
+        rows = opts.max_records_per_batch
         while cursor.next < end:
             what = f"reading offset {cursor.next} of {destination} (the batch ends at {end})"
             with collector_paused():
                 try:
-                    messages, offsets = broker.run(
-                        cursor.take(opts.max_records_per_batch), opts.connection.timeout, what
-                    )
+                    if columns:
+                        pieces = broker.run(cursor.take_columns(rows), opts.connection.timeout, what)
+                        batch = columns_to_batch(destination, pieces, cursor.sub.id, codec, schema) if pieces else None
+                        del pieces
+                        if batch is not None and batch.column("offset").null_count:  # (a read's first and
+                            _stream_offset(None, destination)  # last rows were checked, not those between)
+                    else:
+                        messages, offsets = broker.run(cursor.take(rows), opts.connection.timeout, what)
+                        batch = messages_to_batch(destination, messages, offsets, codec, schema) if messages else None
+                        # freed by their counts while the collector is off: on again, it finds no pile of
+                        # new objects to walk (it counts what was made less what was freed)
+                        del messages, offsets
                 except BrokerError as exc:
-                    if not isinstance(exc, DataLossError) and _shorter_than(opts, destination, cursor.next):
+                    if isinstance(exc, (DataLossError, UndecodableError)):
+                        raise
+                    if _shorter_than(opts, destination, cursor.next):
                         return  # failOnDataLoss=false: what the stream lacks is skipped (and logged)
                     raise
-                batch = messages_to_batch(destination, messages, offsets, codec, schema) if messages else None
-                # freed by their counts while the collector is off: on again, it finds no pile of new
-                # objects to walk (it counts what was made less what was freed)
-                del messages, offsets
+            done[0] = cursor.next
             if batch is not None:
                 yield batch
         # no UNSUBSCRIBE (see find_end): DISCONNECT ends the subscription

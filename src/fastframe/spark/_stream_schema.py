@@ -97,13 +97,8 @@ def messages_to_batch(
     twin); the header columns wrap them, and ``message_id`` and ``redelivered`` are read from the
     first-wins map in Arrow: no Python object per message but its frame.
     """
-    import pyarrow as pa
-    import pyarrow.compute as pc  # type: ignore[import-untyped]
+    from ._arrow import int64s
 
-    from ._arrow import header_columns, int64s, optional_strings, repeated, scalar
-
-    schema = schema or stream_arrow_schema()
-    n = len(messages)
     frames = [message.frame for message in messages]
     poison: Optional[List[Optional[Tuple[str, bytes]]]] = None
     try:
@@ -111,32 +106,80 @@ def messages_to_batch(
     except UnicodeEncodeError:  # a poison message (rare): its headers are made text, the bytes kept aside
         poison = [_poison(frame.headers) for frame in frames]
         columns = to_columns([_text_frame(frame) if bad else frame for frame, bad in zip(frames, poison)])
-    headers, header_map = header_columns(columns, schema.field("headers").type, schema.field("header_map").type)
-    assert headers is not None and header_map is not None  # both types given: both built
+    first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
+    if poison is not None and first_sub is not None:
+        first_sub = _text(first_sub)
+    stream_offsets = int64s(offsets) if offsets is not None else None
+    return _batch(destination, [(columns, 0, columns.rows)], stream_offsets, first_sub, codec, schema, poison)
+
+
+def columns_to_batch(
+    destination: str, pieces: Sequence[Tuple[Any, int, int]], subscription: str, codec: str, schema: Any = None
+) -> Any:
+    """One Arrow record batch of a stream subscription's rows: ``pieces`` are ``(columns, first row, end
+    row)`` of the :class:`fastframe.Columns` a columnar subscription gave (one per read), in order.
+
+    The offsets are the rows' ``x-stream-offset`` headers, read in Arrow with the other header columns;
+    nothing is made per message in Python.
+    """
+    return _batch(destination, pieces, "x-stream-offset", subscription, codec, schema, None)
+
+
+def _batch(
+    destination: str,
+    pieces: Sequence[Tuple[Any, int, int]],
+    offsets: Any,
+    subscription: Optional[str],
+    codec: str,
+    schema: Any,
+    poison: Optional[List[Optional[Tuple[str, bytes]]]],
+) -> Any:
+    """The record batch of ``pieces`` (see :func:`columns_to_batch`); ``offsets`` an int64 array, None (no
+    offsets: nulls) or the name of the header that holds them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc  # type: ignore[import-untyped]
+
+    from ._arrow import header_columns, optional_strings, repeated, scalar
+
+    schema = schema or stream_arrow_schema()
+    headers_type, map_type = schema.field("headers").type, schema.field("header_map").type
+    parts: List[Tuple[Any, Any, Any]] = []
+    for columns, first, end in pieces:
+        headers, header_map = header_columns(columns, headers_type, map_type)
+        body = pa.Array.from_buffers(
+            pa.binary(), columns.rows, [None, pa.py_buffer(columns.body_offsets), pa.py_buffer(columns.body_data)]
+        )
+        if first or end != columns.rows:
+            headers, header_map, body = (array.slice(first, end - first) for array in (headers, header_map, body))
+        parts.append((headers, header_map, body))
+    if len(parts) == 1 and pieces[0][1:] == (0, pieces[0][0].rows):
+        headers, header_map, body = parts[0]
+    else:  # one array each (sliced ones made whole: the map's keys and items are read below)
+        headers, header_map, body = (pa.concat_arrays([part[i] for part in parts]) for i in range(3))
+    n = len(body)
     # each row's first header of a name, found in Arrow: the map's entries, and the row of each
     keys, items = header_map.keys, header_map.items
     entry_rows = pc.list_parent_indices(pa.ListArray.from_arrays(header_map.offsets, keys))
     rows = _row_numbers(n)
     string = pa.string()
-    is_id = pc.equal(keys, scalar("message-id", string))
-    ids = items.filter(is_id).take(pc.index_in(rows, value_set=entry_rows.filter(is_id)))
+
+    def first_of(name: str) -> Any:
+        found = pc.equal(keys, scalar(name, string))
+        return items.filter(found).take(pc.index_in(rows, value_set=entry_rows.filter(found)))
+
     is_redelivered = pc.and_(pc.equal(keys, scalar("redelivered", string)), pc.equal(items, scalar("true", string)))
-    redelivered = pc.is_in(rows, value_set=entry_rows.filter(is_redelivered))
-    first_sub = messages[0].get("subscription") if messages else None  # one subscription per call
-    if poison is not None and first_sub is not None:
-        first_sub = _text(first_sub)
+    if isinstance(offsets, str):
+        offsets = first_of(offsets).cast(pa.int64())
     now = int(time.time() * 1_000_000)
     arrays = {
         "destination": repeated(destination, string, n),
-        "offset": int64s(offsets) if offsets is not None else pa.nulls(n, pa.int64()),
-        "message_id": ids,
-        "subscription": repeated(first_sub, string, n),
-        "redelivered": redelivered,
+        "offset": offsets if offsets is not None else pa.nulls(n, pa.int64()),
+        "message_id": first_of("message-id"),
+        "subscription": repeated(subscription, string, n),
+        "redelivered": pc.is_in(rows, value_set=entry_rows.filter(is_redelivered)),
         "headers": headers,
         "header_map": header_map,
-        "body": pa.Array.from_buffers(
-            pa.binary(), n, [None, pa.py_buffer(columns.body_offsets), pa.py_buffer(columns.body_data)]
-        ),
+        "body": body,
         "error_code": pa.nulls(n, string),
         "error_reason": pa.nulls(n, string),
         "raw_headers": pa.nulls(n, pa.binary()),
