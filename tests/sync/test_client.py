@@ -367,3 +367,27 @@ def test_get_batch_takes_what_is_queued_in_order_without_waiting(broker: BrokerT
         assert [m.body for m in got] == [b"%d" % n for n in range(50)]
         got[-1].ack(receipt=True)  # routed messages are in the connection's ledger: acknowledged by id
         assert sub.get_batch(10) == []
+
+
+def test_a_columnar_subscription_gives_each_reads_messages_as_columns(broker: BrokerThread) -> None:
+    from fastframe.protocol import frames_of
+
+    with connect(broker.port) as client, connect(broker.port) as producer:
+        sub = client.subscribe("/queue/cols", ack="client", columns=True)
+        assert sub.columns
+        for n in range(500):
+            producer.send("/queue/cols", b"%d" % n)
+        got: List[Any] = []
+        while sum(columns.rows for columns in got) < 500:
+            got.append(sub.get(timeout=5))
+        assert [bytes(frame.body) for columns in got for frame in frames_of(columns)] == [b"%d" % n for n in range(500)]
+        last = got[-1]
+        client.ack(last.header(last.rows - 1, "ack"), subscription=sub.id, receipt=True)
+        with pytest.raises(LocalProtocolError, match="must stay the connection's only one"):
+            client.subscribe("/queue/other")
+    with connect(broker.port, frame_hook=lambda direction, frame: None) as hooked:
+        with pytest.raises(ValueError, match="frame_hook"):
+            hooked.subscribe("/queue/cols", columns=True)
+    with connect(broker.port) as again:  # acknowledged through the last row: nothing comes again
+        with pytest.raises(TimeoutError):
+            again.subscribe("/queue/cols", ack="client").get(timeout=0.3)

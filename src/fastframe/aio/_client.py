@@ -518,8 +518,6 @@ class Client:
         only subscription, and there must be no ``frame_hook``.
         """
         sub_id = id or self._new_id("sub-")
-        if columns and self._hooks[0] is not None:
-            raise ValueError("columns=True does not go with a frame_hook (the hook sees each frame)")
         kind = ColumnSubscription if columns else Subscription
         sub = kind(self, sub_id, destination, ack, header_list(headers), max_queue or self.max_queue)
         await self.subscribe_into(sub, receipt=receipt, timeout=timeout)
@@ -535,8 +533,10 @@ class Client:
             raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
 
         def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
-            if getattr(sub, "columns", False):
-                conn.check_columns(sub_id, ack)  # (refused before anything is sent)
+            if getattr(sub, "columns", False):  # (refused before anything is sent)
+                if self._hooks[0] is not None:
+                    raise ValueError("columns=True does not go with a frame_hook (the hook sees each frame)")
+                conn.check_columns(sub_id, ack)
             data = conn.subscribe(sub_id, destination, ack=ack, headers=pairs, receipt=rid)
             self._subscriptions[sub_id] = sub  # from the SUBSCRIBE on: messages route here, reconnects re-send it
             self._route_into(conn, sub)

@@ -236,6 +236,7 @@ class Client:
         max_queue: Optional[int] = None,
         receipt: bool = True,
         timeout: Optional[float] = None,
+        columns: bool = False,
         on_message: Optional[Callable[[Message], Any]] = None,
         on_error: Optional[Callable[[BaseException], Any]] = None,
     ) -> Subscription:
@@ -243,11 +244,13 @@ class Client:
 
         With ``on_message`` a worker thread of the subscription calls it for each message, in order
         (an exception it raises is logged, the next message follows); ``on_error(exc)`` is called
-        once if the subscription ends with an error (logged when it is not given).
+        once if the subscription ends with an error (logged when it is not given). ``columns=True``:
+        each read's messages come as one :class:`fastframe.Columns` instead (see
+        :meth:`fastframe.aio.Client.subscribe`), to iteration and ``on_message`` alike.
         """
         sub = Subscription(
             self, id or self._new_id("sub-"), destination, ack, header_list(headers), max_queue or self._inner.max_queue,
-            self._runner.loop, self._ended,
+            self._runner.loop, self._ended, columns,
         )  # fmt: skip
         self._call(timeout, self._inner.subscribe_into, sub, receipt=receipt, timeout=timeout)
         self._subscriptions.append(sub)

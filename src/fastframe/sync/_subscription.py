@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Protocol, Tuple, Type, Union
 
 from .. import aio
-from ..protocol import Headers, Inbox
+from ..protocol import Headers, Inbox, message_columns
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -104,6 +104,10 @@ class Subscription:
     and its kinds) after the messages that arrived before it.
     """
 
+    #: whether the messages come as :class:`fastframe.Columns`, one per socket read (the asyncio
+    #: client's :class:`fastframe.aio.ColumnSubscription` rule; ``max_queue`` then counts reads)
+    columns = False
+
     def __init__(
         self,
         client: ClientLike,
@@ -114,7 +118,9 @@ class Subscription:
         max_queue: int,
         loop: asyncio.AbstractEventLoop,
         client_ended: Callable[[BaseException], None],
+        columns: bool = False,
     ) -> None:
+        self.columns = columns
         self._inbox: Inbox[Message] = Inbox(max_queue)
         self._inbox.wake = self._queued
         self.id = id  #: the subscription id (the SUBSCRIBE's ``id`` header)
@@ -153,10 +159,12 @@ class Subscription:
     def deliver(self, message: aio.BaseMessage, closing: bool) -> None:
         """(The client's routing, on the I/O thread) Queue ``message``; wake a waiting consumer."""
         inbox = self._inbox
+        # (a columnar subscription's rows come as events only closing down: one type for every item)
+        item = message_columns([message]) if self.columns else message
         if len(inbox.items) < inbox.room:
-            inbox.items.append(message)  # type: ignore[arg-type]  # (what put() does below the bound, no call)
+            inbox.items.append(item)  # type: ignore[arg-type]  # (what put() does below the bound, no call)
         else:
-            inbox.put(message, message.session, closing)  # type: ignore[arg-type]
+            inbox.put(item, message.session, closing)  # type: ignore[arg-type]
         self._queued()
 
     def _queued(self) -> None:
