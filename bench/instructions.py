@@ -190,11 +190,11 @@ def instructions(client: str, count: int) -> Dict[str, int]:
         subprocess.run([*cmd, "--read", client, str(count)], check=True, capture_output=True, timeout=1800)
         # (the forked server has a file too) the client's is the larger: the server only writes
         return max(
-            (_counts(path) for path in glob.glob(os.path.join(folder, "callgrind.*"))), key=lambda c: c["instructions"]
+            (callgrind_counts(path) for path in glob.glob(os.path.join(folder, "callgrind.*"))), key=lambda c: c["instructions"]
         )
 
 
-def _counts(path: str) -> Dict[str, int]:
+def callgrind_counts(path: str) -> Dict[str, int]:
     """A callgrind file's total instructions and the calls of each :data:`COUNTED` group."""
     wanted = {name: group for group, names in COUNTED.items() for name in names}
     counts = dict.fromkeys(["instructions", *COUNTED], 0)

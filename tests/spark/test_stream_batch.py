@@ -26,6 +26,7 @@ from fastframe.spark._stream_schema import (
     _poison,
     _text,
     _text_headers,
+    columns_to_batch,
     messages_to_batch,
     stream_arrow_schema,
 )
@@ -275,3 +276,26 @@ def test_rows_are_made_without_importing_pandas() -> None:
     run = subprocess.run([sys.executable, "-c", textwrap.dedent(NO_PANDAS)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "False", "making rows imported pandas"
+
+
+@pytest.mark.parametrize("case", sorted(set(CASES) - {"poison", "poison-first", "all"}))
+@pytest.mark.parametrize("cuts", [(), (1,), (0, 2), (1, 2, 3)], ids=["whole", "two", "three", "four"])
+def test_columns_pieces_make_the_rows_of_their_messages(twin: ModuleType, case: str, cuts: Tuple[int, ...]) -> None:
+    """columns_to_batch (a columnar subscription's reads, cut to a range) gives the rows messages_to_batch
+    gives for the same messages: the offsets from each row's x-stream-offset, the pieces in order."""
+    frames = twin.decode(CASES[case] + ORDINARY)
+    frames = [twin.Frame(f.command, [*f.headers, ("x-stream-offset", str(100 + i))], f.body) for i, f in enumerate(frames)]
+    frames = twin.decode(b"".join(twin.encode(frame) for frame in frames))  # (as the wire has them)
+    decoder = twin.ColumnDecoder("1.2")
+    reads = []
+    for start, end in zip([0, *cuts], [*cuts, len(frames)]):  # one Columns per read
+        decoder.feed(b"".join(twin.encode(frame) for frame in frames[start:end]))
+        reads.append(decoder.take())
+    # each read lends all its rows but the first read's first (a range's start inside a chunk)
+    pieces = [(columns, 1 if index == 0 and columns.rows > 1 else 0, columns.rows) for index, columns in enumerate(reads)]
+    skipped = 1 if pieces[0][1] else 0
+    got = columns_to_batch("/queue/q", pieces, "s", twin.IMPLEMENTATION)
+    messages = [_message(frame) for frame in frames[skipped:]]
+    want = messages_to_batch("/queue/q", messages, list(range(100 + skipped, 100 + len(frames))), twin.IMPLEMENTATION)
+    want = want.set_column(want.schema.get_field_index("subscription"), "subscription", pa.array(["s"] * len(messages)))
+    assert_same(got, want)

@@ -460,7 +460,7 @@ class _Range:
         return False
 
 
-def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> Iterator[Any]:
+def read_range(opts: SourceOptions, destination: str, start: int, end: int, *, columns: bool = True) -> Iterator[Any]:
     """Arrow batches of the messages at offsets ``[start, end)`` of one stream queue (a task's read).
 
     The offsets were proven to exist when the batch was planned, so each must
@@ -471,12 +471,13 @@ def read_range(opts: SourceOptions, destination: str, start: int, end: int) -> I
     read's messages are one :class:`fastframe.Columns`, laid out in Arrow without a Python object
     each. Its decoder refuses header bytes that are not UTF-8 (RabbitMQ passes them on): then the
     rest of the range is read again as message objects, which make such a message a row that says so.
+    ``columns=False`` reads all of it so (the general path, for a benchmark's comparison).
     """
     if end <= start:
         return
     done = [start]  # where the batches yielded so far end
     try:
-        yield from _read_batches(opts, destination, start, end, True, done)
+        yield from _read_batches(opts, destination, start, end, columns, done)
     except UndecodableError:
         yield from _read_batches(opts, destination, done[0], end, False, done)
 

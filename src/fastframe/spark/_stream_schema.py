@@ -157,17 +157,32 @@ def _batch(
     else:  # one array each (sliced ones made whole: the map's keys and items are read below)
         headers, header_map, body = (pa.concat_arrays([part[i] for part in parts]) for i in range(3))
     n = len(body)
-    # each row's first header of a name, found in Arrow: the map's entries, and the row of each
+    # each row's first header of a name, found in Arrow: the map's entries (at most one of a name per
+    # row), and the row of each when some row lacks it
     keys, items = header_map.keys, header_map.items
-    entry_rows = pc.list_parent_indices(pa.ListArray.from_arrays(header_map.offsets, keys))
-    rows = _row_numbers(n)
     string = pa.string()
+    rows_of: List[Any] = []  # (the entries' rows and the row numbers, made once if needed)
+
+    def entries_by_row() -> Any:
+        if not rows_of:
+            rows_of.append(pc.list_parent_indices(pa.ListArray.from_arrays(header_map.offsets, keys)))
+            rows_of.append(_row_numbers(n))
+        return rows_of
 
     def first_of(name: str) -> Any:
         found = pc.equal(keys, scalar(name, string))
-        return items.filter(found).take(pc.index_in(rows, value_set=entry_rows.filter(found)))
+        values = items.filter(found)
+        if len(values) == n:  # every row has one: they are in row order
+            return values
+        entry_rows, rows = entries_by_row()
+        return values.take(pc.index_in(rows, value_set=entry_rows.filter(found)))
 
     is_redelivered = pc.and_(pc.equal(keys, scalar("redelivered", string)), pc.equal(items, scalar("true", string)))
+    if pc.any(is_redelivered).as_py():
+        entry_rows, rows = entries_by_row()
+        redelivered = pc.is_in(rows, value_set=entry_rows.filter(is_redelivered))
+    else:  # (the usual batch) all false: a bitmap of zeros
+        redelivered = pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(bytes((n + 7) // 8))])
     if isinstance(offsets, str):
         offsets = first_of(offsets).cast(pa.int64())
     now = int(time.time() * 1_000_000)
@@ -176,7 +191,7 @@ def _batch(
         "offset": offsets if offsets is not None else pa.nulls(n, pa.int64()),
         "message_id": first_of("message-id"),
         "subscription": repeated(subscription, string, n),
-        "redelivered": pc.is_in(rows, value_set=entry_rows.filter(is_redelivered)),
+        "redelivered": redelivered,
         "headers": headers,
         "header_map": header_map,
         "body": body,
