@@ -53,7 +53,7 @@ def _decode_error(exc: BaseException) -> Optional[DecodeError]:
 class BrokerConnection:
     """One STOMP connection driven synchronously; ``with BrokerConnection(conn) as broker``."""
 
-    def __init__(self, connection: Connection, *, max_queue: int = 1000) -> None:
+    def __init__(self, connection: Connection, *, max_queue: int = 1000, coalesce_reads: float = 0.002) -> None:
         self.connection = connection
         self.loop = asyncio.new_event_loop()
         self.client: Any = None
@@ -74,6 +74,7 @@ class BrokerConnection:
             timeout=connection.timeout,
             connect_timeout=connection.connect_timeout,
             max_queue=max_queue,
+            coalesce_reads=coalesce_reads,
             **options,
         )
         try:

@@ -33,6 +33,10 @@ from ._worker import collector_paused
 
 #: How long the end of a stream's last chunk may keep the next message waiting.
 CHUNK_GAP = 0.05
+#: A task's connection rests this long after each read while a stream flows (the client's
+#: ``coalesce_reads``; 2 ms by default): a task reads for throughput, and a read of 10 ms of RabbitMQ's
+#: deliveries (about 400 messages) costs a third less CPU per message than one of 2 ms, in no more time.
+TASK_READ_REST = 0.01
 
 
 def _subscribe_error(exc: aio.ServerError, destination: str, consume: str) -> BrokerError:
@@ -488,7 +492,8 @@ def _read_batches(
     """:func:`read_range` on one connection, columnar or not; ``done[0]`` follows the batches yielded."""
     schema = stream_arrow_schema()
     codec = IMPLEMENTATION
-    with BrokerConnection(opts.connection, max_queue=min(opts.prefetch, end - start) + 1) as broker:
+    queue = min(opts.prefetch, end - start) + 1
+    with BrokerConnection(opts.connection, max_queue=queue, coalesce_reads=TASK_READ_REST) as broker:
         check_rabbitmq(broker)
         cursor = _Range(opts, broker, destination, start, end, columns=columns)
         rows = opts.max_records_per_batch
