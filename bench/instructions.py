@@ -190,7 +190,8 @@ def instructions(client: str, count: int) -> Dict[str, int]:
         subprocess.run([*cmd, "--read", client, str(count)], check=True, capture_output=True, timeout=1800)
         # (the forked server has a file too) the client's is the larger: the server only writes
         return max(
-            (callgrind_counts(path) for path in glob.glob(os.path.join(folder, "callgrind.*"))), key=lambda c: c["instructions"]
+            (callgrind_counts(path) for path in glob.glob(os.path.join(folder, "callgrind.*"))),
+            key=lambda c: c["instructions"],
         )
 
 

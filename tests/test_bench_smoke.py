@@ -219,3 +219,18 @@ def test_aio_parts_receive_and_send_every_message() -> None:
     ).stdout  # fmt: skip
     rows = [line.split("|")[1].strip() for line in text.splitlines() if line.startswith("| ")]
     assert rows == ["part", "receiving, rest 2 ms", "receiving, rest 10 ms", "sending"]
+
+
+# --------------------------------------------------------------------------- a Spark stream task's read
+
+
+def test_stream_task_reads_every_message_by_both_paths() -> None:
+    from interop._live import BROKERS, require_broker
+
+    require_broker(BROKERS["rabbitmq"])
+    text = subprocess.run(
+        [sys.executable, "-m", "bench.stream_task", "--messages", "3000", "--rounds", "2"],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=True,
+    ).stdout  # fmt: skip
+    paths = [line.split(":")[0].strip() for line in text.splitlines() if "µs/msg" in line]
+    assert paths == ["columns", "messages"]  # (each round asserts that every message was read)

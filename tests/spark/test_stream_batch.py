@@ -284,7 +284,9 @@ def test_columns_pieces_make_the_rows_of_their_messages(twin: ModuleType, case: 
     """columns_to_batch (a columnar subscription's reads, cut to a range) gives the rows messages_to_batch
     gives for the same messages: the offsets from each row's x-stream-offset, the pieces in order."""
     frames = twin.decode(CASES[case] + ORDINARY)
-    frames = [twin.Frame(f.command, [*f.headers, ("x-stream-offset", str(100 + i))], f.body) for i, f in enumerate(frames)]
+    frames = [
+        twin.Frame(f.command, [*f.headers, ("x-stream-offset", str(100 + i))], f.body) for i, f in enumerate(frames)
+    ]
     frames = twin.decode(b"".join(twin.encode(frame) for frame in frames))  # (as the wire has them)
     decoder = twin.ColumnDecoder("1.2")
     reads = []
@@ -292,7 +294,9 @@ def test_columns_pieces_make_the_rows_of_their_messages(twin: ModuleType, case: 
         decoder.feed(b"".join(twin.encode(frame) for frame in frames[start:end]))
         reads.append(decoder.take())
     # each read lends all its rows but the first read's first (a range's start inside a chunk)
-    pieces = [(columns, 1 if index == 0 and columns.rows > 1 else 0, columns.rows) for index, columns in enumerate(reads)]
+    pieces = [
+        (columns, 1 if index == 0 and columns.rows > 1 else 0, columns.rows) for index, columns in enumerate(reads)
+    ]
     skipped = 1 if pieces[0][1] else 0
     got = columns_to_batch("/queue/q", pieces, "s", twin.IMPLEMENTATION)
     messages = [_message(frame) for frame in frames[skipped:]]

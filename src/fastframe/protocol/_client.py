@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..codec import VERSIONS, ColumnDecoder, Columns, DecodeError, EncodeError, Encoder, Frame, Heartbeat, route_messages
+from ..codec import (
+    VERSIONS,
+    ColumnDecoder,
+    Columns,
+    DecodeError,
+    EncodeError,
+    Encoder,
+    Frame,
+    Heartbeat,
+    route_messages,
+)
 from . import spec
 from ._columnar import all_messages, frames_of, split_read
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse

@@ -146,6 +146,7 @@ def _batch(
     parts: List[Tuple[Any, Any, Any]] = []
     for columns, first, end in pieces:
         headers, header_map = header_columns(columns, headers_type, map_type)
+        assert headers is not None and header_map is not None  # both types given: both built
         body = pa.Array.from_buffers(
             pa.binary(), columns.rows, [None, pa.py_buffer(columns.body_offsets), pa.py_buffer(columns.body_data)]
         )
