@@ -290,3 +290,79 @@ def test_first_wins_map_of_many_headers(codec: ModuleType, count: int) -> None:
     decoder = codec.ColumnDecoder()
     decoder.feed(codec.encode(frame))
     assert decoder.take().map_keep == bytes(keep)
+
+
+# --------------------------------------------------------------------------- first_row_without
+
+
+def _first_row_model(frames: List[Any], name: str, value: Any) -> int:
+    """What first_row_without says, by Frame.get: the first row lacking the header (or its value)."""
+    for row, frame in enumerate(frames):
+        got = frame.get(name)
+        if got is None or (value is not None and got != value):
+            return row
+    return len(frames)
+
+
+def test_first_row_without_reads_the_first_header_of_a_name(codec: ModuleType) -> None:
+    frames = [
+        codec.Frame("MESSAGE", [("subscription", "s"), ("message-id", "1")]),
+        codec.Frame("MESSAGE", [("message-id", "2"), ("subscription", "s"), ("subscription", "t")]),
+        codec.Frame("MESSAGE", [("subscription", "t"), ("subscription", "s"), ("message-id", "3")]),
+        codec.Frame("MESSAGE", [("subscriptio", "s"), ("subscriptions", "s")]),
+    ]
+    columns = codec.to_columns(frames)
+    assert codec.first_row_without(columns, "message-id") == 3
+    assert codec.first_row_without(columns, "subscription", "s") == 2  # the first of the name decides
+    assert codec.first_row_without(columns, "subscription", "é") == 0
+    assert codec.first_row_without(columns, "x") == 0
+    assert codec.first_row_without(codec.to_columns(frames[:2]), "subscription", "s") == 2
+    assert codec.first_row_without(codec.to_columns([]), "x") == 0
+
+
+def test_first_row_without_refuses_columns_whose_offsets_lie(codec: ModuleType) -> None:
+    columns = codec.to_columns([codec.Frame("SEND", [("a", "1"), ("b", "2")]), codec.Frame("SEND", [("a", "3")])])
+    lies = {
+        "header_offsets holds fewer": columns._replace(rows=3),
+        "hold fewer offsets than headers": columns._replace(name_offsets=columns.name_offsets[:8]),
+        "do not rise": columns._replace(header_offsets=b"\2\0\0\0\1\0\0\0\3\0\0\0"),
+        "name_offsets point outside": columns._replace(name_data=b"a"),
+        "value_offsets point outside": columns._replace(value_data=b""),
+    }
+    for words, lie in lies.items():
+        with pytest.raises(ValueError, match=words):
+            codec.first_row_without(lie, "b" if "name_offsets" in words else "a", "1")
+    with pytest.raises(TypeError, match="must be bytes"):
+        codec.first_row_without(columns._replace(name_data=bytearray(columns.name_data)), "a")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.sampled_from(["s", "id", "s ", "é", "ss"]), st.sampled_from(["", "1", "é", "2"])), max_size=5
+        )
+    ),
+    st.sampled_from(["s", "id", "é", "x"]),
+    st.sampled_from([None, "", "1", "é"]),
+    st.data(),
+)
+def test_first_row_without_twins_agree_with_the_model(rows: List[Any], name: str, value: Any, data: Any) -> None:
+    C = compiled_twin()
+    frames = [C.Frame("MESSAGE", headers) for headers in rows]
+    columns = C.to_columns(frames)
+    want = _first_row_model(frames, name, value)
+    assert C.first_row_without(columns, name, value) == P.first_row_without(columns, name, value) == want
+    # cut: a byte of a buffer dropped or changed, the same answer or the same error from both
+    field = data.draw(st.sampled_from(["header_offsets", "name_offsets", "name_data", "value_offsets", "value_data"]))
+    buffer = bytearray(getattr(columns, field))
+    if buffer:
+        buffer[data.draw(st.integers(0, len(buffer) - 1))] = data.draw(st.integers(0, 255))
+    lie = columns._replace(**{field: bytes(buffer[: data.draw(st.integers(0, len(buffer)))])})
+    results = []
+    for twin in (C, P):
+        try:
+            results.append(twin.first_row_without(lie, name, value))
+        except ValueError as exc:
+            results.append(str(exc))
+    assert results[0] == results[1]

@@ -38,6 +38,7 @@ PUBLIC = [
     "encode",
     "to_columns",
     "route_messages",
+    "first_row_without",
     "IMPLEMENTATION",
 ]
 

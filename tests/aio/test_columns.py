@@ -90,3 +90,24 @@ def test_what_does_not_go_with_columns_is_refused(run: Any) -> None:
                 assert len(client._subscriptions) == 1  # (the refused one is not left behind)
 
     run(main())
+
+
+def test_a_reconnect_subscribes_again_as_columns(run: Any) -> None:
+    from .fake_server import FakeServer
+
+    async def main() -> None:
+        async with FakeServer() as server:
+            policy = aio.Reconnect(initial_delay=0.01, max_delay=0.05)
+            async with aio.connect("127.0.0.1", server.port, reconnect=policy) as client:
+                sub = await client.subscribe("/q", ack="client", columns=True)
+                await client.send("/q", b"before", receipt=True)
+                assert bodies([await sub.get(timeout=5)]) == [b"before"]
+                server.connected[0].writer.transport.abort()  # the server drops us
+                await server.wait_for(lambda: len(server.connected) == 2 and server.connected[1].subscriptions())
+                await client.send("/q", b"after", receipt=True)
+                columns = await sub.get(timeout=5)
+                assert bodies([columns]) == [b"after"]
+                assert client.session.conn._columnar is not None  # the new connection decodes columns too
+                await client.ack(columns.header(0, "ack") or columns.header(0, "message-id"), subscription=sub.id)
+
+    run(main())

@@ -197,3 +197,58 @@ def test_header_bytes_that_are_not_utf8_are_refused_whatever_keep_invalid_utf8_s
         plain.receive_data(data)
     assert info.value.offset == expected.value.offset and str(info.value) == str(expected.value)
     assert [row[2] for row in rows(inbox.items)] == [b"body-0"]
+
+
+@given(data=st.data())
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_mutated_streams_fail_or_pass_as_an_unrouted_connection_does(twin: ModuleType, data: Any) -> None:
+    """Random bytes flipped, dropped or inserted in a stream of MESSAGEs and RECEIPTs, fed in random
+    pieces: the columnar connection raises where an unrouted one does (the same offset and reason),
+    and before that queues the rows of the same MESSAGEs; a bad MESSAGE is an error, never a wrong row."""
+    client, server, inbox = columnar("1.2", "client")
+    plain, plain_server = subscribed("1.2", "client")
+    stream = bytearray()
+    for n in range(data.draw(st.integers(1, 6), label="frames")):
+        if data.draw(st.booleans(), label="receipt"):
+            rid = f"r-{n}"
+            server.receive_data(client.send("/q/s", b"", receipt=rid))
+            plain_server.receive_data(plain.send("/q/s", b"", receipt=rid))
+            stream += server.receipt(rid)
+        else:
+            stream += server.message("s", b"body-%d" % n, {"n": str(n)}, message_id=f"m-{n}", ack_id=f"a-{n}")
+    for _ in range(data.draw(st.integers(0, 3), label="mutations")):
+        at = data.draw(st.integers(0, len(stream) - 1))
+        kind = data.draw(st.sampled_from(["flip", "drop", "insert"]))
+        byte = data.draw(st.sampled_from([0, 10, 13, 58, 92, 0xFF, 0xC3, 65]))
+        if kind == "flip":
+            stream[at] = byte
+        elif kind == "drop":
+            del stream[at]
+        else:
+            stream.insert(at, byte)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=4), label="cuts"))
+    got_error = want_error = None
+    events: List[Any] = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)]):
+        try:
+            events += client.receive_data(bytes(stream[start:end]))
+        except RemoteProtocolError as exc:
+            got_error, events = exc, events + exc.events
+            break
+    expected = []
+    for start, end in zip([0, *cuts], [*cuts, len(stream)]):  # (the same pieces: an error's excerpt
+        try:  # holds only the bytes received)
+            expected += plain.receive_data(bytes(stream[start:end]))
+        except RemoteProtocolError as exc:
+            want_error, expected = exc, expected + exc.events
+            break
+    expected = [e for e in expected if type(e).__name__ != "HeartbeatReceived"]
+    assert (got_error is None) == (want_error is None)
+    if got_error is not None and want_error is not None:
+        assert (got_error.offset, str(got_error)) == (want_error.offset, str(want_error))
+    ours = [e for e in expected if isinstance(e, Message) and e.subscription == "s"]
+    assert rows(inbox.items) == as_rows(ours)  # (a mutated subscription header: an event, as unrouted)
+    others = [e for e in expected if not any(e is mine for mine in ours)]
+    assert [(type(e), getattr(e, "frame", None)) for e in events] == [
+        (type(e), getattr(e, "frame", None)) for e in others
+    ]

@@ -11,8 +11,9 @@ Everything here is re-exported by the package root (``fastframe.decode`` is
 ``fastframe.codec.decode``), except the few rules that only the layers above need:
 ``COMMANDS_BY_VERSION`` and ``ESCAPE`` (the specification's tables) and ``receive_size`` /
 ``received_size`` (the buffer-lending rules of ``Decoder.get_buffer`` and ``buffer_updated``, for a
-layer that lends its own buffer), and ``route_messages`` (the client connection's fast path from a
-read's decoded frames to its subscriptions' queues).
+layer that lends its own buffer), ``route_messages`` (the client connection's fast path from a
+read's decoded frames to its subscriptions' queues) and ``first_row_without`` (its check of a read
+decoded into columns).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # type checkers read the reference
         Heartbeat,
         decode,
         encode,
+        first_row_without,
         route_messages,
         to_columns,
     )
@@ -86,6 +88,7 @@ else:
     encode = _twin.encode
     to_columns = _twin.to_columns
     route_messages = _twin.route_messages
+    first_row_without = _twin.first_row_without
     del _twin
 
 __all__ = [
@@ -119,6 +122,7 @@ __all__ = [
     "TruncatedError",
     "decode",
     "encode",
+    "first_row_without",
     "receive_size",
     "received_size",
     "route_messages",

@@ -8,5 +8,6 @@ from ._codec_py import Frame as Frame
 from ._codec_py import Heartbeat as Heartbeat
 from ._codec_py import decode as decode
 from ._codec_py import encode as encode
+from ._codec_py import first_row_without as first_row_without
 from ._codec_py import route_messages as route_messages
 from ._codec_py import to_columns as to_columns

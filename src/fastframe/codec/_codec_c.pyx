@@ -30,7 +30,8 @@ sitting (500 lines or fewer), in this order:
 - _faults.pxi: the decoder's errors: excerpts, diagnosis, the head's limits;
 - _column_decoder.pxi: ColumnDecoder;
 - _encoder.pxi: the Encoder and encode();
-- _route.pxi: route_messages(), a read's everyday MESSAGEs into their queues.
+- _route.pxi: route_messages(), a read's everyday MESSAGEs into their queues, and
+  first_row_without(), the check of a read decoded into columns.
 
 One extension module, not several with .pxd files: the parts share C types
 and inline helpers freely, nothing is exported at the C level, and the build
@@ -94,6 +95,7 @@ from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
     NO_INVALID_UTF8,
+    NOT_COLUMNS,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,
@@ -126,6 +128,7 @@ cdef extern from *:
 
 __all__ = [
     "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "route_messages",
+    "first_row_without",
     "IMPLEMENTATION",
 ]
 

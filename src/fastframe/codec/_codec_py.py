@@ -18,6 +18,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Mapping
 from itertools import accumulate
+from struct import Struct
 from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from ._constants import (
@@ -55,6 +56,7 @@ from ._layout import (
     MAX_COLUMN_BYTES,
     NO_HEARTBEAT_EVENTS,
     NO_INVALID_UTF8,
+    NOT_COLUMNS,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,
@@ -72,6 +74,7 @@ __all__ = [
     "encode",
     "to_columns",
     "route_messages",
+    "first_row_without",
     "IMPLEMENTATION",
 ]
 
@@ -827,6 +830,53 @@ def route_messages(
             filled.append(owner)
         i += 1
     return end
+
+
+_INT32 = Struct("<i")
+
+
+def first_row_without(columns: Columns, name: str, value: Optional[str] = None) -> int:
+    """The first row of ``columns`` (a :class:`fastframe.Columns`) with no ``name`` header, or, with
+    ``value``, whose first ``name`` header is not ``value``; ``columns.rows`` when every row has it.
+
+    The check a columnar subscription makes of each read (``message-id`` present, ``subscription`` its
+    own), one pass over the rows' header names with no object per row. Raises TypeError when a buffer
+    is not bytes and ValueError when the offsets point outside their buffers (columns made by hand).
+    """
+    buffers = (columns.header_offsets, columns.name_offsets, columns.name_data, columns.value_offsets)
+    if any(type(buffer) is not bytes for buffer in (*buffers, columns.value_data)):
+        raise TypeError(NOT_COLUMNS.format("its offsets and data must be bytes"))
+    heads, names, name_data, values = buffers
+    value_data = columns.value_data
+    rows = columns.rows
+    key = name.encode()
+    want = None if value is None else value.encode()
+    if rows < 0 or len(heads) < 4 * (rows + 1):
+        raise ValueError(NOT_COLUMNS.format("header_offsets holds fewer than rows + 1 offsets"))
+    count = _INT32.unpack_from(heads, 4 * rows)[0]
+    if count < 0 or len(names) < 4 * (count + 1) or len(values) < 4 * (count + 1):
+        raise ValueError(NOT_COLUMNS.format("name_offsets or value_offsets hold fewer offsets than headers"))
+    for row in range(rows):
+        first, end = _INT32.unpack_from(heads, 4 * row)[0], _INT32.unpack_from(heads, 4 * row + 4)[0]
+        if not 0 <= first <= end <= count:
+            raise ValueError(NOT_COLUMNS.format("header_offsets do not rise within the headers"))
+        for index in range(first, end):
+            start, stop = _INT32.unpack_from(names, 4 * index)[0], _INT32.unpack_from(names, 4 * index + 4)[0]
+            if not 0 <= start <= stop <= len(name_data):
+                raise ValueError(NOT_COLUMNS.format("name_offsets point outside name_data"))
+            if stop - start != len(key) or not name_data.startswith(key, start):
+                continue
+            if want is None:
+                break  # (the first header of the name decides)
+            start, stop = _INT32.unpack_from(values, 4 * index)[0], _INT32.unpack_from(values, 4 * index + 4)[0]
+            if not 0 <= start <= stop <= len(value_data):
+                raise ValueError(NOT_COLUMNS.format("value_offsets point outside value_data"))
+            if stop - start != len(want) or not value_data.startswith(want, start):
+                return row
+            break
+        else:
+            return row
+    return rows
 
 
 # --------------------------------------------------------------------------- encoder

@@ -22,6 +22,8 @@ ROW_TOO_LARGE = "one frame holds more than 2 GiB: it does not fit an Arrow colum
 NO_HEARTBEAT_EVENTS = (
     "ColumnDecoder has no heart-beat events (its rows are frames); its heartbeats attribute counts them"
 )
+#: first_row_without() of columns whose buffers do not hold what their offsets say (ValueError).
+NOT_COLUMNS = "columns are not in Arrow's layout: {}"
 NO_INVALID_UTF8 = (
     "ColumnDecoder cannot keep invalid UTF-8 (Arrow string columns hold UTF-8): "
     "decode such frames with Decoder(keep_invalid_utf8=True)"

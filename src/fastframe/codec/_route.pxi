@@ -1,6 +1,7 @@
 # route_messages: the receiving side's fast path (see the Python twin's docstring, the reference):
 # a read's everyday MESSAGEs go from the decoded list into their subscriptions' queues in one call,
-# without a Python frame per message but the queue's message class.
+# without a Python frame per message but the queue's message class. first_row_without: a columnar
+# subscription's check of a read's rows, on the Columns' buffers.
 
 cdef object _interned(tuple texts, str text):
     # the very str the decoder returns for ``text`` (its table's), so most tests are one identity check
@@ -79,3 +80,66 @@ def route_messages(list items, Py_ssize_t start, dict routes, bint ack_header, d
             filled.append(owner)
         i += 1
     return end
+
+
+cdef inline Py_ssize_t _int32_at(const unsigned char *p, Py_ssize_t index) noexcept:
+    # the index-th little-endian int32 of p (Arrow's offsets)
+    p += 4 * index
+    return <Py_ssize_t><int>(<unsigned int>p[0] | (<unsigned int>p[1] << 8) | (<unsigned int>p[2] << 16)
+                             | (<unsigned int>p[3] << 24))
+
+
+def first_row_without(columns, str name, value=None):
+    """The first row of ``columns`` (a :class:`fastframe.Columns`) with no ``name`` header, or, with
+    ``value``, whose first ``name`` header is not ``value``; ``columns.rows`` when every row has it.
+
+    The check a columnar subscription makes of each read (``message-id`` present, ``subscription`` its
+    own), one pass over the rows' header names with no object per row. Raises TypeError when a buffer
+    is not bytes and ValueError when the offsets point outside their buffers (columns made by hand).
+    """
+    cdef object heads_obj = columns.header_offsets, names_obj = columns.name_offsets
+    cdef object name_data_obj = columns.name_data, values_obj = columns.value_offsets
+    cdef object value_data_obj = columns.value_data
+    if (type(heads_obj) is not bytes or type(names_obj) is not bytes or type(name_data_obj) is not bytes
+            or type(values_obj) is not bytes or type(value_data_obj) is not bytes):
+        raise TypeError(NOT_COLUMNS.format("its offsets and data must be bytes"))
+    cdef Py_ssize_t rows = columns.rows, row, first, end, index, start, stop, count
+    cdef bytes key = name.encode()
+    cdef bytes want = None if value is None else (<str?>value).encode()
+    cdef Py_ssize_t key_size = len(key), want_size = 0 if want is None else len(want)
+    cdef Py_ssize_t name_size = len(<bytes>name_data_obj), value_size = len(<bytes>value_data_obj)
+    cdef const unsigned char *heads = <const unsigned char *>PyBytes_AS_STRING(heads_obj)
+    cdef const unsigned char *names = <const unsigned char *>PyBytes_AS_STRING(names_obj)
+    cdef const unsigned char *values = <const unsigned char *>PyBytes_AS_STRING(values_obj)
+    cdef const char *name_data = PyBytes_AS_STRING(name_data_obj)
+    cdef const char *value_data = PyBytes_AS_STRING(value_data_obj)
+    cdef bint found
+    if rows < 0 or len(<bytes>heads_obj) < 4 * (rows + 1):
+        raise ValueError(NOT_COLUMNS.format("header_offsets holds fewer than rows + 1 offsets"))
+    count = _int32_at(heads, rows)
+    if count < 0 or len(<bytes>names_obj) < 4 * (count + 1) or len(<bytes>values_obj) < 4 * (count + 1):
+        raise ValueError(NOT_COLUMNS.format("name_offsets or value_offsets hold fewer offsets than headers"))
+    for row in range(rows):
+        first, end = _int32_at(heads, row), _int32_at(heads, row + 1)
+        if not (0 <= first <= end <= count):
+            raise ValueError(NOT_COLUMNS.format("header_offsets do not rise within the headers"))
+        found = False
+        for index in range(first, end):
+            start, stop = _int32_at(names, index), _int32_at(names, index + 1)
+            if not (0 <= start <= stop <= name_size):
+                raise ValueError(NOT_COLUMNS.format("name_offsets point outside name_data"))
+            if stop - start != key_size or memcmp(name_data + start, PyBytes_AS_STRING(key), key_size) != 0:
+                continue
+            if want is None:
+                found = True
+                break  # (the first header of the name decides)
+            start, stop = _int32_at(values, index), _int32_at(values, index + 1)
+            if not (0 <= start <= stop <= value_size):
+                raise ValueError(NOT_COLUMNS.format("value_offsets point outside value_data"))
+            if stop - start != want_size or memcmp(value_data + start, PyBytes_AS_STRING(want), want_size) != 0:
+                return row
+            found = True
+            break
+        if not found:
+            return row
+    return rows

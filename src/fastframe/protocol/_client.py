@@ -16,7 +16,7 @@ from ..codec import (
     route_messages,
 )
 from . import spec
-from ._columnar import all_messages, frames_of, split_read
+from ._columnar import everyday_read, frames_of, split_read
 from ._core import _BEAT, ConnectionCore, Headers, State, check_versions, header_list, misuse
 from ._errors import LocalProtocolError
 from ._events import Connected, Error, Event, Message, Receipt
@@ -272,11 +272,12 @@ class ClientConnection(ConnectionCore):
         return self._column_items(decoder.take()) if decoder.rows else []
 
     def _column_items(self, columns: Columns) -> List[Any]:
-        if self._columnar is None:
+        columnar = self._columnar
+        if columnar is None:
             return frames_of(columns)
-        if all_messages(columns):
+        if everyday_read(columns, columnar[0]):
             return [columns]
-        return split_read(columns)
+        return split_read(columns, columnar[0])
 
     def _queue_columns(self, columns: Columns, events: List[Event]) -> None:
         columnar = self._columnar
