@@ -225,8 +225,10 @@ def test_aio_parts_receive_and_send_every_message() -> None:
 
 
 def test_stream_task_reads_every_message_by_both_paths() -> None:
+    from _extras import require
     from interop._live import BROKERS, require_broker
 
+    require("pyarrow", "spark")  # (the task's read makes Arrow batches)
     require_broker(BROKERS["rabbitmq"])
     text = subprocess.run(
         [sys.executable, "-m", "bench.stream_task", "--messages", "3000", "--rounds", "2"],
