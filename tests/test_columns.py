@@ -334,6 +334,10 @@ def test_first_row_without_refuses_columns_whose_offsets_lie(codec: ModuleType) 
             codec.first_row_without(lie, "b" if "name_offsets" in words else "a", "1")
     with pytest.raises(TypeError, match="must be bytes"):
         codec.first_row_without(columns._replace(name_data=bytearray(columns.name_data)), "a")
+    with pytest.raises(TypeError, match="^the header name must be a str, not bytes$"):
+        codec.first_row_without(columns, b"a")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="^the header value must be a str, not int$"):
+        codec.first_row_without(columns, "a", 1)  # type: ignore[arg-type]
 
 
 @settings(max_examples=300, deadline=None)

@@ -96,6 +96,7 @@ from ._layout import (
     NO_HEARTBEAT_EVENTS,
     NO_INVALID_UTF8,
     NOT_COLUMNS,
+    NOT_TEXT,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,

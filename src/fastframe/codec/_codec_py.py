@@ -57,6 +57,7 @@ from ._layout import (
     NO_HEARTBEAT_EVENTS,
     NO_INVALID_UTF8,
     NOT_COLUMNS,
+    NOT_TEXT,
     ROW_TOO_LARGE,
     TOO_LARGE_FOR_COLUMNS,
     Columns,
@@ -849,6 +850,9 @@ def first_row_without(columns: Columns, name: str, value: Optional[str] = None) 
     heads, names, name_data, values = buffers
     value_data = columns.value_data
     rows = columns.rows
+    if type(name) is not str or (value is not None and type(value) is not str):
+        wrong = ("name", name) if type(name) is not str else ("value", value)
+        raise TypeError(NOT_TEXT.format(wrong[0], type(wrong[1]).__name__))
     key = name.encode()
     want = None if value is None else value.encode()
     if rows < 0 or len(heads) < 4 * (rows + 1):

@@ -24,6 +24,8 @@ NO_HEARTBEAT_EVENTS = (
 )
 #: first_row_without() of columns whose buffers do not hold what their offsets say (ValueError).
 NOT_COLUMNS = "columns are not in Arrow's layout: {}"
+#: first_row_without() of a header name, or a value, that is not a str (TypeError).
+NOT_TEXT = "the header {} must be a str, not {}"
 NO_INVALID_UTF8 = (
     "ColumnDecoder cannot keep invalid UTF-8 (Arrow string columns hold UTF-8): "
     "decode such frames with Decoder(keep_invalid_utf8=True)"

@@ -89,7 +89,7 @@ cdef inline Py_ssize_t _int32_at(const unsigned char *p, Py_ssize_t index) noexc
                              | (<unsigned int>p[3] << 24))
 
 
-def first_row_without(columns, str name, value=None):
+def first_row_without(columns, name, value=None):
     """The first row of ``columns`` (a :class:`fastframe.Columns`) with no ``name`` header, or, with
     ``value``, whose first ``name`` header is not ``value``; ``columns.rows`` when every row has it.
 
@@ -104,8 +104,11 @@ def first_row_without(columns, str name, value=None):
             or type(values_obj) is not bytes or type(value_data_obj) is not bytes):
         raise TypeError(NOT_COLUMNS.format("its offsets and data must be bytes"))
     cdef Py_ssize_t rows = columns.rows, row, first, end, index, start, stop, count
-    cdef bytes key = name.encode()
-    cdef bytes want = None if value is None else (<str?>value).encode()
+    if type(name) is not str or (value is not None and type(value) is not str):
+        wrong = ("name", name) if type(name) is not str else ("value", value)
+        raise TypeError(NOT_TEXT.format(wrong[0], type(wrong[1]).__name__))
+    cdef bytes key = (<str>name).encode()
+    cdef bytes want = None if value is None else (<str>value).encode()
     cdef Py_ssize_t key_size = len(key), want_size = 0 if want is None else len(want)
     cdef Py_ssize_t name_size = len(<bytes>name_data_obj), value_size = len(<bytes>value_data_obj)
     cdef const unsigned char *heads = <const unsigned char *>PyBytes_AS_STRING(heads_obj)
