@@ -533,7 +533,8 @@ class Client:
             raise LocalProtocolError(f"subscription id {sub_id!r} is already in use", None)
 
         def build(conn: ClientConnection, rid: Optional[str]) -> bytes:
-            if getattr(sub, "columns", False):  # (refused before anything is sent)
+            if getattr(sub, "columns", False):  # (refused before anything is sent; a Receiver of one's
+                # own, made before columns were, has no such attribute: rows are message objects then)
                 if self._hooks[0] is not None:
                     raise ValueError("columns=True does not go with a frame_hook (the hook sees each frame)")
                 conn.check_columns(sub_id, ack)

@@ -589,7 +589,8 @@ class ClientConnection(ConnectionCore):
         ack_id = self._unacked_id(command, message, subscription)
         known = self.unacked.get(ack_id)
         if known is None:  # a row of the columnar subscription (no ledger): the id as given
-            known = ((self._columnar or ("",))[0], ack_id)
+            assert self._columnar is not None  # (_unacked_id returns such an id only then)
+            known = (self._columnar[0], ack_id)
         sub_id, message_id = known
         if self.version == "1.2":
             pairs = [("id", ack_id)]
