@@ -29,10 +29,30 @@ SMALL = 200
 CHUNK = 256 * 1024
 
 
-def _stream(count: int, size: int) -> bytes:
+def _stream(count: int, size: int, rabbitmq: bool = False) -> bytes:
+    """``count`` MESSAGEs of ``size`` B for subscription "s"; ``rabbitmq``: in RabbitMQ's shape (its
+    headers, its long message ids, and the EOL it writes after each frame, as in the corpus)."""
     encoder = fastframe.Encoder("1.2")
-    head = (("destination", "/queue/bench"), ("subscription", "s"))
     body = b"m" * size
+    if rabbitmq:
+        session = "session-cOY0yn4-RqhM-QRjWRNo8Q"
+        return b"".join(
+            encoder.encode(
+                fastframe.Frame(
+                    "MESSAGE",
+                    (
+                        ("subscription", "s"),
+                        ("destination", "/queue/bench"),
+                        ("message-id", f"T_s@@{session}@@{i}"),
+                        ("redelivered", "false"),
+                    ),
+                    body,
+                )
+            )
+            + b"\n"
+            for i in range(count)
+        )
+    head = (("destination", "/queue/bench"), ("subscription", "s"))
     return b"".join(
         encoder.encode(fastframe.Frame("MESSAGE", (*head, ("message-id", str(i))), body)) for i in range(count)
     )
@@ -49,10 +69,11 @@ def _read_frame(conn: socket.socket, pending: bytes) -> Tuple[bytes, bytes]:
     return frame, rest
 
 
-def _serve(listener: socket.socket, messages: int, large: int, large_size: int) -> None:
+def _serve(listener: socket.socket, messages: int, large: int, large_size: int, rabbitmq: bool = False) -> None:
     """Serve each connection its stream until the parent goes (or nobody comes for a minute): the
-    small MESSAGEs, or the large ones when the SUBSCRIBE's destination says ``large``."""
-    streams = {False: _stream(messages, SMALL), True: _stream(large, large_size)}
+    small MESSAGEs (in RabbitMQ's shape with ``rabbitmq``), or the large ones when the SUBSCRIBE's
+    destination says ``large``."""
+    streams = {False: _stream(messages, SMALL, rabbitmq), True: _stream(large, large_size)}
     listener.settimeout(60)
     while True:
         try:

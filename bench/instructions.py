@@ -4,6 +4,7 @@
     python -m bench.instructions --clients sync --small 5000 --large 15000
     python -m bench.instructions --clients aio,sync,stomp.py   # stomp.py's listener beside them
     python -m bench.instructions --clients aio-send,sync-send,stomp.py-send   # N SENDs of 200 B instead
+    python -m bench.instructions --clients aio-rabbitmq,sync-rabbitmq   # MESSAGEs as RabbitMQ writes them
 
 Each client reads N MESSAGEs of 200 B from ``bench.aio_read``'s server (a child process streaming
 pre-encoded bytes) under ``valgrind --tool=callgrind``; the client process's instructions at two
@@ -33,7 +34,8 @@ from typing import Dict, List, Optional
 
 def read(client: str, count: int) -> None:
     """(Under callgrind) read ``count`` messages with ``client`` ("aio", "sync" or "stomp.py"), or
-    send them (the same names ending in ``-send``)."""
+    send them (the same names ending in ``-send``); a name ending in ``-rabbitmq`` reads them in
+    RabbitMQ's shape (its headers, and an EOL after each frame)."""
     from .aio_read import _serve
 
     listener = socket.socket()
@@ -49,7 +51,11 @@ def read(client: str, count: int) -> None:
         finally:
             sender.terminate()
         return
-    server = multiprocessing.get_context("fork").Process(target=_serve, args=(listener, count, 0, 0), daemon=True)
+    rabbitmq = client.endswith("-rabbitmq")
+    client = client.removesuffix("-rabbitmq")
+    server = multiprocessing.get_context("fork").Process(
+        target=_serve, args=(listener, count, 0, 0, rabbitmq), daemon=True
+    )
     server.start()
     listener.close()
     try:

@@ -117,6 +117,8 @@ def cases(draw: Any) -> Dict[str, Any]:
         "unacked": draw(st.lists(st.tuples(st.sampled_from(["a", "0", "1", "b", "m"]), st.just(("0", "p"))))),
         "filled": draw(st.lists(st.sampled_from(OWNERS), max_size=2)),
         "start_seed": draw(st.integers(0, 10_000)),
+        "beats": draw(st.booleans()),  # heart-beats routed past, into events
+        "slot_maker": draw(st.booleans()),  # make: a SlotMaker (built in C by the compiled twin)
     }
 
 
@@ -127,8 +129,18 @@ def describe(items: Sequence[Any]) -> List[Any]:
     ]
 
 
+class Made:
+    """What a SlotMaker builds in these tests: the five fields and one fixed slot."""
+
+    __slots__ = ("frame", "subscription", "message_id", "ack_id", "destination", "fixed")
+
+
+BEAT = object()  # what each heart-beat routed past appends to events
+
+
 class Run:
-    """One twin's routes, ledger and ``filled``, fresh from a case; ``make`` records each call."""
+    """One twin's routes, ledger, ``filled`` and events, fresh from a case; ``make`` records each call
+    (or, with ``slot_maker``, is the twin's SlotMaker of :class:`Made`)."""
 
     def __init__(self, module: ModuleType, case: Dict[str, Any]) -> None:
         self.module = module
@@ -144,31 +156,45 @@ class Run:
         self.unacked: Dict[str, Tuple[str, str]] = dict(case["unacked"])
         self.filled: List[Any] = list(case["filled"])
         self.ack_header = case["ack_header"]
+        self.events: Any = [] if case["beats"] else None
+        self.maker = module.SlotMaker(Made, Made.__slots__, ("fixed",)) if case["slot_maker"] else self.make
 
     def make(self, frame: Any, *fields: Any) -> Tuple[Any, ...]:
         return (self.index[id(frame)], *fields)  # the very item decoded, and the fields
 
     def route(self, start: int) -> int:
         result: int = self.module.route_messages(
-            self.items, start, self.routes, self.ack_header, self.unacked, self.make, self.filled
+            self.items, start, self.routes, self.ack_header, self.unacked, self.maker, self.filled, self.events, BEAT
         )
         return result
 
+    def entry(self, made: Any) -> Any:
+        if type(made) is not Made:
+            return made
+        assert made.fixed == "fixed"
+        return (self.index[id(made.frame)], made.subscription, made.message_id, made.ack_id, made.destination)
+
     def state(self) -> Tuple[Any, ...]:
         return (
-            {sub_id: list(queue) for sub_id, queue in self.queues.items()},
+            {sub_id: [self.entry(made) for made in queue] for sub_id, queue in self.queues.items()},
             list(self.unacked.items()),
             self.filled,
+            None if self.events is None else len(self.events),
         )
 
 
 def model(run: Run, start: int) -> Tuple[int, Tuple[Any, ...]]:
     """What route_messages does (its docstring), written with Frame.get, on a copy of ``run``'s state."""
-    queues = {sub_id: list(queue) for sub_id, queue in run.queues.items()}
+    queues = {sub_id: [run.entry(made) for made in queue] for sub_id, queue in run.queues.items()}
     unacked, filled = dict(run.unacked), list(run.filled)
+    beats = None if run.events is None else len(run.events)
     i = start
     while i < len(run.items):
         frame = run.items[i]
+        if not hasattr(frame, "command") and beats is not None:  # a heart-beat, routed past
+            beats += 1
+            i += 1
+            continue
         if not hasattr(frame, "command") or frame.command != "MESSAGE":
             break
         sub_id, message_id = frame.get("subscription"), frame.get("message-id")
@@ -182,7 +208,7 @@ def model(run: Run, start: int) -> Tuple[int, Tuple[Any, ...]]:
         if not filled or filled[-1] is not owner:
             filled.append(owner)
         i += 1
-    return min(i, len(run.items)), (queues, list(unacked.items()), filled)
+    return min(i, len(run.items)), (queues, list(unacked.items()), filled, beats)
 
 
 @DIFF
@@ -216,8 +242,14 @@ def test_resuming_after_each_stop_takes_every_item_once_in_order(case: Dict[str,
                 break
             general.append(i)
             i += 1
-        queued = {sub_id: [entry[0] for entry in queue if entry[0] != "held"] for sub_id, queue in run.queues.items()}
-        taken = sorted(general + [index for indexes in queued.values() for index in indexes])
+        queued = {
+            sub_id: [run.entry(made)[0] for made in queue if run.entry(made)[0] != "held"]
+            for sub_id, queue in run.queues.items()
+        }
+        # (with beats every heart-beat is routed past, into events: the general path takes none)
+        beats = [n for n, item in enumerate(run.items) if not hasattr(item, "command")] if case["beats"] else []
+        assert run.events is None or len(run.events) == len(beats)
+        taken = sorted(general + beats + [index for indexes in queued.values() for index in indexes])
         assert taken == list(range(len(run.items)))  # each once
         for indexes in queued.values():
             assert indexes == sorted(indexes)

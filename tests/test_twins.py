@@ -39,6 +39,7 @@ PUBLIC = [
     "to_columns",
     "route_messages",
     "first_row_without",
+    "SlotMaker",
     "IMPLEMENTATION",
 ]
 

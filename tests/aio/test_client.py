@@ -289,3 +289,66 @@ def test_send_and_send_nowait_write_the_same_bytes(run, options, body):
         assert b"\n".join(line for line in lines if not line.startswith(b"receipt:")) == wire[0]
 
     run(main())
+
+
+def _sends(server: FakeServer) -> list:
+    return [(e.destination, e.frame.get("x"), e.frame.body) for e in server.connected[0].frames if isinstance(e, Send)]
+
+
+def test_queued_sends_keep_their_order_with_every_other_frame(run):
+    # The everyday SEND to a destination the connection already accepted is queued and encoded with
+    # the loop iteration's others in one call; anything written meanwhile must not overtake it.
+    async def main() -> None:
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port) as client:
+                session = client.session
+                await client.send("/queue/a", b"0")  # the first to /queue/a: written, remembered
+                await client.send("/queue/a", b"1")
+                assert session.queued_sends  # queued (the path under test)
+                await client.send("/queue/a", b"2", headers={"x": "h"})  # another shape: written now
+                assert not session.queued_sends
+                assert client.send_nowait("/queue/a", b"3")
+                await client.send("/queue/b", b"4")  # a new destination: written (and remembered)
+                await client.send("/queue/b", "5")  # a str body: written as text
+                for n in range(6, 2000):
+                    await client.send("/queue/a" if n % 2 else "/queue/b", b"%d" % n)
+                await client.send("/queue/a", b"last", receipt=True)  # the general path, after them all
+            sent = _sends(server)
+        assert [body for _, _, body in sent] == [b"%d" % n for n in range(2000)] + [b"last"]
+        assert sent[2][1] == "h" and sent[5][1] is None
+        assert [d for d, _, _ in sent[:6]] == ["/queue/a"] * 4 + ["/queue/b"] * 2
+
+    run(main())
+
+
+def test_a_send_the_encoder_refuses_raises_at_its_call_every_time(run):
+    # a destination is queued only after the connection accepted it: a refusal is never deferred
+    async def main() -> None:
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port) as client:
+                for _ in range(2):
+                    with pytest.raises(fastframe.FrameError):
+                        await client.send("/queue/\ud800", b"x")
+                    with pytest.raises(fastframe.FrameError):
+                        client.send_nowait("/queue/\ud800", b"x")
+                await client.send("/queue/a", b"a")
+                await client.send("/queue/a", b"b")
+                await client.send("/queue/a", b"c", receipt=True)
+            assert [body for _, _, body in _sends(server)] == [b"a", b"b", b"c"]
+
+    run(main())
+
+
+def test_queued_sends_go_before_disconnect_and_none_after_the_end(run):
+    async def main() -> None:
+        async with FakeServer() as server:
+            client = await aio.connect("127.0.0.1", server.port)
+            await client.send("/queue/a", b"0")
+            for n in range(1, 50):
+                await client.send("/queue/a", b"%d" % n)
+            assert await client.disconnect()  # DISCONNECT, built after the queued SENDs were encoded
+            with pytest.raises(aio.ConnectionClosedError):
+                await client.send("/queue/a", b"after")
+            assert [body for _, _, body in _sends(server)] == [b"%d" % n for n in range(50)]
+
+    run(main())

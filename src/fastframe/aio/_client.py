@@ -29,7 +29,7 @@ from typing import (
 
 from ..protocol import ClientConnection, Headers, LocalProtocolError, State, header_list
 from ._errors import ConnectionClosedError, ServerError, StaleMessageError
-from ._subscription import BaseMessage, ColumnSubscription, Message, Receiver, Subscription, Transaction
+from ._subscription import BaseMessage, ColumnSubscription, Message, Receiver, Subscription, Transaction, message_maker
 from ._transport import ClientSession, FrameHook, WireHook
 
 __all__ = ["Client", "Reconnect", "connect", "log_unrouted", "start_call"]
@@ -263,7 +263,7 @@ class Client:
             wire_hook=self._hooks[1],
             coalesce_reads=self.coalesce_reads,
         )
-        conn.message_class = functools.partial(self.message_class, session=session)
+        conn.message_class = message_maker(self.message_class, session)
         login, passcode = self._credentials
         versions: Sequence[str] = self._versions
         started = asyncio.get_running_loop().time()
@@ -361,6 +361,8 @@ class Client:
     async def _request(self, build: Any, receipt: bool, timeout: Optional[float]) -> ClientSession:
         """Build a frame on the live session, write it, drain, and wait for its receipt if asked."""
         session = self._session
+        if session is not None and session.queued_sends:
+            session.flush_sends()  # (built before this frame, whatever it does to the connection: DISCONNECT)
         if not receipt and self._error is None and self.is_connected and session is not None and session.writable:
             # the everyday send: nothing to wait for, so no task and no timer (the slow path below would
             # find the same session and return from drain() at once)
@@ -417,6 +419,8 @@ class Client:
         session = None if receipt else self._session_for_sends()
         if session is None:
             await self._send(destination, body, headers, content_type, transaction, receipt, timeout, content_length)
+        elif headers is None and content_type is None and transaction is None and content_length:
+            session.send_plain(destination, body)  # (encoded with the loop iteration's others, in one call)
         else:
             session.write(
                 session.conn.send(
@@ -446,6 +450,9 @@ class Client:
         session = self._session_for_sends()
         if session is None:
             return False
+        if headers is None and content_type is None and transaction is None and content_length:
+            session.send_plain(destination, body)
+            return True
         session.write(
             session.conn.send(
                 destination,

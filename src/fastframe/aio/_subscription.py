@@ -7,9 +7,10 @@ module does not import the client's (which imports this one).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any, List, Optional, Protocol, Tuple, Type, Union
+import functools
+from typing import TYPE_CHECKING, Any, Callable, List, Optional, Protocol, Tuple, Type, Union
 
-from ..protocol import Headers, Inbox, message_columns, spec
+from ..protocol import Headers, Inbox, SlotMaker, message_columns, spec
 from ..protocol import Message as MessageEvent
 from ._errors import ConnectionClosedError
 
@@ -17,7 +18,16 @@ if TYPE_CHECKING:
     from types import TracebackType
 
 
-__all__ = ["BaseMessage", "ClientLike", "Message", "Receiver", "SessionLike", "Subscription", "Transaction"]
+__all__ = [
+    "BaseMessage",
+    "ClientLike",
+    "Message",
+    "Receiver",
+    "SessionLike",
+    "Subscription",
+    "Transaction",
+    "message_maker",
+]
 
 
 class SessionLike(Protocol):
@@ -134,6 +144,28 @@ class BaseMessage(MessageEvent):
     def text(self, default_charset: Optional[str] = None) -> str:
         """The body decoded by its content-type (see :func:`fastframe.protocol.spec.body_text`)."""
         return spec.body_text(self._frame, default_charset)
+
+
+#: the slots BaseMessage.__init__ fills, in the order of its arguments
+_SLOTS = ("_frame", "_subscription", "_message_id", "_ack_id", "_destination", "_client", "_session")
+
+
+def message_maker(message_class: Callable[..., BaseMessage], session: SessionLike) -> Callable[..., BaseMessage]:
+    """What a session's connection builds each MESSAGE with: ``message_class`` called with the
+    event's fields and ``session=``. The clients' own (``functools.partial(cls, client=...)`` of a
+    :class:`BaseMessage` subclass whose ``__init__`` is BaseMessage's) becomes a
+    :class:`fastframe.protocol.SlotMaker` filling the same slots, which the codec builds without a
+    Python call; anything else is called as given."""
+    if (
+        type(message_class) is functools.partial
+        and not message_class.args
+        and list(message_class.keywords) == ["client"]
+        and isinstance(message_class.func, type)
+        and issubclass(message_class.func, BaseMessage)
+        and message_class.func.__init__ is BaseMessage.__init__
+    ):
+        return SlotMaker(message_class.func, _SLOTS, (message_class.keywords["client"], session))
+    return functools.partial(message_class, session=session)
 
     def __repr__(self) -> str:
         return f"<Message {self.message_id!r} on {self.destination!r}, {len(self.body)} bytes>"

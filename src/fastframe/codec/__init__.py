@@ -12,8 +12,8 @@ Everything here is re-exported by the package root (``fastframe.decode`` is
 ``COMMANDS_BY_VERSION`` and ``ESCAPE`` (the specification's tables) and ``receive_size`` /
 ``received_size`` (the buffer-lending rules of ``Decoder.get_buffer`` and ``buffer_updated``, for a
 layer that lends its own buffer), ``route_messages`` (the client connection's fast path from a
-read's decoded frames to its subscriptions' queues) and ``first_row_without`` (its check of a read
-decoded into columns).
+read's decoded frames to its subscriptions' queues, each message built by a ``SlotMaker``) and
+``first_row_without`` (its check of a read decoded into columns).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ if TYPE_CHECKING:  # type checkers read the reference
         Encoder,
         Frame,
         Heartbeat,
+        SlotMaker,
         decode,
         encode,
         first_row_without,
@@ -89,6 +90,7 @@ else:
     to_columns = _twin.to_columns
     route_messages = _twin.route_messages
     first_row_without = _twin.first_row_without
+    SlotMaker = _twin.SlotMaker
     del _twin
 
 __all__ = [
@@ -119,6 +121,7 @@ __all__ = [
     "InvalidEscapeError",
     "LimitExceededError",
     "MissingNullError",
+    "SlotMaker",
     "TruncatedError",
     "decode",
     "encode",

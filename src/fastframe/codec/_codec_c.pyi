@@ -6,6 +6,7 @@ from ._codec_py import Decoder as Decoder
 from ._codec_py import Encoder as Encoder
 from ._codec_py import Frame as Frame
 from ._codec_py import Heartbeat as Heartbeat
+from ._codec_py import SlotMaker as SlotMaker
 from ._codec_py import decode as decode
 from ._codec_py import encode as encode
 from ._codec_py import first_row_without as first_row_without

@@ -103,6 +103,7 @@ from ._layout import (
     take_limits,
 )
 from ._options import decoder_options, encoder_options, received_size, receive_size
+from ._slots import MAX_SLOTS as _MAX_SLOTS, slot_descriptors, wrong_count
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(void *op)
@@ -129,7 +130,7 @@ cdef extern from *:
 
 __all__ = [
     "Frame", "Heartbeat", "Decoder", "ColumnDecoder", "Encoder", "decode", "encode", "to_columns", "route_messages",
-    "first_row_without",
+    "first_row_without", "SlotMaker",
     "IMPLEMENTATION",
 ]
 
@@ -145,11 +146,14 @@ cdef enum:
     PAIR_SLOTS = 256  # per-decoder cache of (name, value) tuples
     ENCODER_SLOTS = 256  # per-encoder cache of escaping verdicts
     CACHE_MAX_SIZE = 40
+    MAX_SLOTS = 16  # a SlotMaker's offsets (the same as _slots.MAX_SLOTS: asserted at import)
     SINK_MIN = 65536  # a body this large, arriving in pieces, is copied once: into its own bytes object
     SINK_RESERVE = 1048576  # ... sized at once to the body when the body is at most this large
     SINK_AHEAD = 16  # ... and at most this many times what has arrived of it (_sink_size)
 
 cdef unsigned long long MAX_CONTENT_LENGTH = _MAX_CONTENT_LENGTH  # typed once, in _constants
+if MAX_SLOTS != _MAX_SLOTS:
+    raise ImportError("the compiled twin's MAX_SLOTS differs from _slots.MAX_SLOTS: rebuild it")
 cdef long long MAX_COLUMN = MAX_COLUMN_BYTES
 cdef Py_ssize_t RADIUS = EXCERPT_RADIUS  # bytes either side of an error's offset in its excerpt
 

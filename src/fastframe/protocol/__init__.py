@@ -17,7 +17,8 @@ from any monotonic clock) where time matters. API summary::
     client.route(id, inbox) / route_columns(id, inbox) / unroute(id) / take_filled()
       # a subscription's MESSAGEs straight into an Inbox: as message objects, or as one
       # fastframe.Columns per read (no object per message); frames_of(columns) /
-      # message_columns(messages) turn one into the other
+      # message_columns(messages) turn one into the other; message_class=SlotMaker(cls, slots,
+      # fixed) (the codec's, re-exported) builds each routed message without a Python call
     server = ServerConnection(versions=("1.0", "1.1", "1.2"), heartbeat=(sx, sy), **same options)
     server.receive_data(data, now) -> [ConnectRequest, Send, Subscribe, Unsubscribe, Ack, Nack,
                                        Begin, Commit, Abort, Disconnect, HeartbeatReceived]
@@ -49,6 +50,7 @@ from any monotonic clock) where time matters. API summary::
 
 from __future__ import annotations
 
+from ..codec import SlotMaker
 from ._client import ClientConnection
 from ._columnar import frames_of, message_columns
 from ._core import Headers, State, header_list
@@ -81,5 +83,5 @@ __all__ = [
     "DEFAULT_GRACE", "Abort", "Headers", "header_list", "Ack", "Begin", "ClientConnection", "Commit", "ConnectRequest", "Connected",
     "ConnectionClosed", "Disconnect", "Error", "Event", "FrameEvent", "HeartbeatReceived", "HeartbeatTimer",
     "Inbox", "LocalProtocolError", "Message", "Nack", "ProtocolError", "ReadGate", "ReadPauses", "Receipt", "RemoteProtocolError", "Send",
-    "ServerConnection", "State", "Subscribe", "Unsubscribe", "frames_of", "message_columns", "plain_error",
+    "ServerConnection", "SlotMaker", "State", "Subscribe", "Unsubscribe", "frames_of", "message_columns", "plain_error",
 ]  # fmt: skip

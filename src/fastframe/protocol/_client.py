@@ -174,6 +174,8 @@ class ClientConnection(ConnectionCore):
                     self.unacked,
                     self.message_class,
                     self._filled,
+                    events,  # (the EOL a broker writes after each frame: a heart-beat, routed past)
+                    _BEAT,
                 )
                 if i == end:
                     return
