@@ -391,16 +391,24 @@ class ClientSession:
             self._uncork_due = True
             self._loop.call_soon(self._uncork)
 
-    def send_plain(self, destination: str, body: Union[bytes, str]) -> None:
-        """SEND ``body`` to ``destination`` with no other header, no receipt: what ``write(conn.send(
-        destination, body))`` writes, in call order with everything written. Over TCP with no hook,
-        once the connection has accepted a SEND to ``destination``, it is queued instead and the
-        loop iteration's SENDs are encoded in one call (:meth:`ClientConnection.send_many`), without
-        a Python call each; what ``conn.send`` refuses is raised here, by the first SEND to it."""
-        if destination in self._plain_destinations and type(body) is bytes and self.conn.state is _CONNECTED:
-            transport = self.transport
-            if transport is None or self.closed.done() or transport.is_closing():
-                raise self._closed_error()
+    def send_plain(self, destination: str, body: Union[bytes, str]) -> bool:
+        """SEND ``body`` to ``destination`` with no other header and no receipt, if that needs no
+        wait: the session is connected, not ended, and below its write buffer's high-water mark
+        (``False`` otherwise: nothing sent). What ``write(conn.send(destination, body))`` writes, in
+        call order with everything written. Over TCP with no hook, once the connection has accepted
+        a SEND to ``destination`` it is queued instead, and the loop iteration's SENDs are encoded in
+        one call (:meth:`ClientConnection.send_many`); what ``conn.send`` refuses is raised here,
+        by the first SEND to it."""
+        transport = self.transport
+        if (
+            not self.writable
+            or self.conn.state is not _CONNECTED
+            or transport is None
+            or self.closed.done()
+            or transport.is_closing()
+        ):
+            return False
+        if destination in self._plain_destinations and type(body) is bytes:
             self.queued_sends.append((destination, body, None, None, None))
             self._corked_size += len(body)
             if self._corked_size >= _CORK_LIMIT:
@@ -408,12 +416,13 @@ class ClientSession:
             elif not self._uncork_due:
                 self._uncork_due = True
                 self._loop.call_soon(self._uncork)
-            return
+            return True
         self.write(self.conn.send(destination, body))
         if self._frame_hook is None and self._wire_hook is None and not self.message_per_write:
             if len(self._plain_destinations) >= _PLAIN_DESTINATIONS:
                 self._plain_destinations.clear()  # (bounded: a client sending to ever new destinations)
             self._plain_destinations[destination] = None
+        return True
 
     def flush_sends(self) -> None:
         """Encode the queued SENDs now (they still go with this loop iteration's writes): before a

@@ -151,6 +151,7 @@ cdef inline Frame _make_frame(str command, tuple headers, bytes body, Py_ssize_t
     return frame
 
 
+@cython.no_gc  # (an int and bytes: never part of a cycle; one per EOL a broker writes after each frame)
 @cython.final
 cdef class Heartbeat:
     """A heart-beat: an EOL between frames (``eol`` is ``b"\\n"`` or ``b"\\r\\n"``).
