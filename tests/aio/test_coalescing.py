@@ -159,3 +159,35 @@ def test_closing_during_a_rest_cancels_it(run):
             assert session._rest is None or session._rest.cancelled()
 
     run(main())
+
+
+@pytest.mark.parametrize("rest", [0.002, 0.005, 0.05])
+def test_a_fast_streams_rest_doubles_up_to_20_ms_and_a_slower_read_sets_it_back(run, rest):
+    # A read costs the loop's and the kernel's wake-ups however many frames it brings: while reads
+    # come with 32 frames or more the rest doubles (up to 20 ms, or coalesce_reads when longer);
+    # a read of fewer frames, or a fast read after a quiet spell, starts from coalesce_reads again.
+    async def main():
+        async with FakeServer() as server:
+            async with aio.connect("127.0.0.1", server.port, coalesce_reads=rest) as client:
+                session = client.session
+                now = asyncio.get_running_loop().time()
+                lengths = []
+
+                def read(frames):
+                    nonlocal now
+                    session._after_read(frames, now)  # (what each read of the socket calls)
+                    lengths.append(session._rest_length)
+                    now += session._rest_length  # the next read: when this rest ends
+                    session._rest.cancel()
+                    session._end_rest()
+
+                for frames in (40, 40, 40, 40, 40, 40, 31, 32):
+                    read(frames)
+                now += 1.0  # quiet
+                read(100)
+                cap = max(0.02, rest)
+                grown = [min(rest * 2**n, cap) for n in range(1, 7)]
+                assert lengths == pytest.approx([*grown, rest, min(2 * rest, cap), min(2 * rest, cap)])
+                assert session.is_reading()
+
+    run(main())

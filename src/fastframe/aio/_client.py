@@ -874,7 +874,9 @@ def connect(
     while messages stream in (a read of several frames, or reads closer together than this with
     nothing sent by the process between them) the socket rests this long after each read, so the
     stream arrives in fewer, larger reads: about half the CPU per message, for at most that much
-    added latency to a message that arrives during a rest. A lone message after a quiet spell, and
+    added latency to a message that arrives during a rest. While a stream is fast (its reads bring
+    32 frames or more) the rest doubles with each such read, up to 20 ms (or ``coalesce_reads`` when
+    longer); a read of fewer frames sets it back. A lone message after a quiet spell, and
     the answer to what the process just sent (on this connection or another), are read as soon as
     they arrive; a receipt wait ends a rest. ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,

@@ -42,6 +42,10 @@ _RESTING = "resting"  # the pause reason of coalesce_reads: the socket rests bet
 # a read of at most this many frames and heart-beats starts no rest: one frame, and the EOL that
 # RabbitMQ and ActiveMQ write after each frame (the decoder reports it as a heart-beat)
 _LONE = 2
+# a read of at least this many frames is a fast stream's: the next rest is twice as long, up to
+# _REST_CAP seconds (or coalesce_reads, when that is longer; see _after_read)
+_FAST_READ = 32
+_REST_CAP = 0.02
 # while a full queue pauses reading, the peer still proves it is alive: once its heart-beat deadline
 # passes, a probe reads what waits in the socket into a side buffer of at most this many bytes, not
 # decoded (so no queue grows) until reading resumes
@@ -185,6 +189,7 @@ class ClientSession:
         self._uncork_due = False  # an _uncork is scheduled for this loop iteration
         self._pauses = ReadPauses()  # why reading is paused (full queues, a rest between reads)
         self._coalesce = coalesce_reads
+        self._rest_length = coalesce_reads  # the next rest: longer while a fast stream's reads come full
         self._rest: Optional[asyncio.TimerHandle] = None  # ends the socket's rest after a read
         self._burst_until = 0.0  # (loop time) a read before this continues a burst
         self._last_read = -1.0  # (loop time) of the last read
@@ -305,15 +310,24 @@ class ClientSession:
         # within a rest while no session of this process wrote in between; it goes on while reads
         # follow within a rest of each other's. Anything else is read at once: a lone message after
         # a quiet spell, the answer to what this process just sent (on this connection or another).
-        # A receipt wait or closing down lifts a rest (a soft pause).
+        # A receipt wait or closing down lifts a rest (a soft pause). While a stream is fast (a read
+        # brings _FAST_READ frames or more) the rest doubles with each such read, up to _REST_CAP (the
+        # blocking client's coalesce_reads): a read costs tens of µs of CPU however many frames it brings (the
+        # loop's and the kernel's wake-ups), and it is at such rates that they add up; a read of
+        # fewer frames sets the rest back, so a slower stream keeps the short rest's latency.
         soon = now < self._last_read + self._coalesce
         stream = frames > _LONE or now < self._burst_until or (soon and self._writes_seen == _Writes.count)
         self._last_read, self._writes_seen = now, _Writes.count
         if stream and self._rest is None and not self.closed.done():
+            if frames < _FAST_READ:
+                self._rest_length = self._coalesce
+            else:  # (from the short rest again after a quiet spell)
+                grown = self._rest_length if now < self._burst_until else self._coalesce
+                self._rest_length = min(2 * grown, max(_REST_CAP, self._coalesce))
             self._pauses.pause(_RESTING)
             self._apply_flow()
-            self._rest = self._loop.call_later(self._coalesce, self._end_rest)
-            self._burst_until = now + 2 * self._coalesce  # the rest, then as long again for the next read
+            self._rest = self._loop.call_later(self._rest_length, self._end_rest)
+            self._burst_until = now + 2 * self._rest_length  # the rest, then as long again for the next read
 
     def _end_rest(self) -> None:
         self._rest = None
