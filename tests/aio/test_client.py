@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import pytest
 
@@ -350,5 +351,44 @@ def test_queued_sends_go_before_disconnect_and_none_after_the_end(run):
             with pytest.raises(aio.ConnectionClosedError):
                 await client.send("/queue/a", b"after")
             assert [body for _, _, body in _sends(server)] == [b"%d" % n for n in range(50)]
+
+    run(main())
+
+
+class _OwnInit(aio.Message):
+    __slots__ = ("seen",)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = True
+
+
+@pytest.mark.parametrize("message_class", [None, _OwnInit])
+def test_each_message_is_bound_to_its_client_and_session_however_it_is_built(run, message_class):
+    # the client's own message class is built by a SlotMaker (in C with the compiled codec), a class
+    # with an __init__ of its own by calling it: the same fields either way
+    from fastframe.aio._subscription import message_maker
+
+    async def main() -> None:
+        async with FakeServer() as server:
+            kwargs = {} if message_class is None else {"message_class": functools.partial(message_class, client=None)}
+            async with aio.connect("127.0.0.1", server.port, **kwargs) as client:
+                make = client.session.conn.message_class
+                compiled = fastframe.IMPLEMENTATION == "c"
+                assert isinstance(make, fastframe.codec.SlotMaker) is (compiled and message_class is None)
+                sub = await client.subscribe("/queue/a", ack="client")
+                server.connected[0].deliver(sub.id, b"m")
+                message = await sub.get(timeout=5)
+                assert type(message) is (message_class or aio.Message)
+                assert (message.body, message.subscription, message.destination) == (b"m", sub.id, "/queue/a")
+                assert message.session is client.session and message.ack_id == message.message_id
+                if message_class is None:
+                    assert message._client is client
+                    await message.ack()
+                else:
+                    assert message.seen
+        assert message_maker(functools.partial(aio.Message, client=1), None).__class__ is (
+            fastframe.codec.SlotMaker if fastframe.IMPLEMENTATION == "c" else functools.partial
+        )
 
     run(main())

@@ -154,10 +154,11 @@ def message_maker(message_class: Callable[..., BaseMessage], session: SessionLik
     """What a session's connection builds each MESSAGE with: ``message_class`` called with the
     event's fields and ``session=``. The clients' own (``functools.partial(cls, client=...)`` of a
     :class:`BaseMessage` subclass whose ``__init__`` is BaseMessage's) becomes a
-    :class:`fastframe.protocol.SlotMaker` filling the same slots, which the codec builds without a
-    Python call; anything else is called as given."""
+    :class:`fastframe.protocol.SlotMaker` filling the same slots, which the compiled codec builds
+    without a Python call; anything else is called as given."""
     if (
-        type(message_class) is functools.partial
+        SlotMaker.compiled  # (the Python twin's is slower than the partial below)
+        and type(message_class) is functools.partial
         and not message_class.args
         and list(message_class.keywords) == ["client"]
         and isinstance(message_class.func, type)

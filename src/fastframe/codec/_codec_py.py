@@ -786,8 +786,12 @@ class SlotMaker:
     compiled twin without a Python call (the receiving fast path's one object per MESSAGE).
     ``cls`` must be a class ``object.__new__`` builds and each name one of its slots (a
     :class:`TypeError` or :class:`ValueError` otherwise); a call with other than
-    ``len(names) - len(fixed)`` values is a :class:`TypeError`.
+    ``len(names) - len(fixed)`` values is a :class:`TypeError`. ``SlotMaker.compiled`` says whether
+    it is the compiled twin's: the Python twin's, a Python loop over the descriptors, costs more
+    than a plain ``__init__`` call, so a caller may prefer the class's own constructor there.
     """
+
+    compiled = False
 
     __slots__ = ("cls", "names", "fixed", "_setters", "_count")
 
