@@ -181,7 +181,7 @@ class ClientSession:
         self._corked_size = 0
         #: The everyday SENDs of this loop iteration (:meth:`send_plain`), encoded in one call before
         #: anything else is written (:meth:`flush_sends`): ``(destination, body, None, None, None)``
-        #: each, the shape of :meth:`ClientConnection.send_many`.
+        #: each, the shape of :meth:`fastframe.protocol.ClientConnection.send_many`.
         self.queued_sends: List[Tuple[str, bytes, None, None, None]] = []
         # destinations conn.send accepted on this connection: the encoder accepts them again, so their
         # SENDs can be queued (a refusal is raised by the first SEND to a destination, at its call)
@@ -411,7 +411,7 @@ class ClientSession:
         (``False`` otherwise: nothing sent). What ``write(conn.send(destination, body))`` writes, in
         call order with everything written. Over TCP with no hook, once the connection has accepted
         a SEND to ``destination`` it is queued instead, and the loop iteration's SENDs are encoded in
-        one call (:meth:`ClientConnection.send_many`); what ``conn.send`` refuses is raised here,
+        one call (:meth:`fastframe.protocol.ClientConnection.send_many`); what ``conn.send`` refuses is raised here,
         by the first SEND to it."""
         transport = self.transport
         if (
