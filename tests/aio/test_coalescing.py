@@ -165,7 +165,8 @@ def test_closing_during_a_rest_cancels_it(run):
 def test_a_fast_streams_rest_doubles_up_to_20_ms_and_a_slower_read_sets_it_back(run, rest):
     # A read costs the loop's and the kernel's wake-ups however many frames it brings: while reads
     # come with 32 frames or more the rest doubles (up to 20 ms, or coalesce_reads when longer);
-    # a read of fewer frames, or a fast read after a quiet spell, starts from coalesce_reads again.
+    # a read of fewer frames, or a fast read after a quiet spell, starts from coalesce_reads again,
+    # and so does a read after the connection wrote (a broker waiting for ACKs or credit).
     async def main():
         async with FakeServer() as server:
             async with aio.connect("127.0.0.1", server.port, coalesce_reads=rest) as client:
@@ -185,9 +186,15 @@ def test_a_fast_streams_rest_doubles_up_to_20_ms_and_a_slower_read_sets_it_back(
                     read(frames)
                 now += 1.0  # quiet
                 read(100)
+                read(100)
+                session.write(b"\n")  # a write on the connection (an ACK, credit): the broker may wait for it
+                session._uncork()
+                read(100)
+                read(100)
                 cap = max(0.02, rest)
                 grown = [min(rest * 2**n, cap) for n in range(1, 7)]
-                assert lengths == pytest.approx([*grown, rest, min(2 * rest, cap), min(2 * rest, cap)])
+                two, four = min(2 * rest, cap), min(4 * rest, cap)
+                assert lengths == pytest.approx([*grown, rest, two, two, four, rest, two])
                 assert session.is_reading()
 
     run(main())

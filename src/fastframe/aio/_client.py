@@ -875,8 +875,9 @@ def connect(
     nothing sent by the process between them) the socket rests this long after each read, so the
     stream arrives in fewer, larger reads: about half the CPU per message, for at most that much
     added latency to a message that arrives during a rest. While a stream is fast (its reads bring
-    32 frames or more) the rest doubles with each such read, up to 20 ms (or ``coalesce_reads`` when
-    longer); a read of fewer frames sets it back. A lone message after a quiet spell, and
+    32 frames or more, and the connection writes nothing between them: no ACK or credit the broker
+    may wait for) the rest doubles with each such read, up to 20 ms (or ``coalesce_reads`` when
+    longer); any other read sets it back. A lone message after a quiet spell, and
     the answer to what the process just sent (on this connection or another), are read as soon as
     they arrive; a receipt wait ends a rest. ``options`` go to
     :class:`fastframe.protocol.ClientConnection` (``strict``, ``escapes``, ``heartbeat_grace``,

@@ -194,6 +194,8 @@ class ClientSession:
         self._burst_until = 0.0  # (loop time) a read before this continues a burst
         self._last_read = -1.0  # (loop time) of the last read
         self._writes_seen = -1  # _Writes.count at the last read
+        self._own_writes = 0  # this session's writes to its socket
+        self._own_writes_seen = 0  # ... at its last read
         self._ticker: Optional[asyncio.Task[None]] = None
         self._probing = False  # one read goes to _held while queues pause reading
         self._held = bytearray()  # what probes read, not yet decoded (at most _HELD_LIMIT)
@@ -314,12 +316,15 @@ class ClientSession:
         # brings _FAST_READ frames or more) the rest doubles with each such read, up to _REST_CAP (the
         # blocking client's coalesce_reads): a read costs tens of µs of CPU however many frames it brings (the
         # loop's and the kernel's wake-ups), and it is at such rates that they add up; a read of
-        # fewer frames sets the rest back, so a slower stream keeps the short rest's latency.
+        # fewer frames sets the rest back, so a slower stream keeps the short rest's latency. So does
+        # a write on this connection since the last read: a broker that waits for ACKs (a prefetch)
+        # or credit (a stream) would wait out a long rest, and the stream would slow to its pace.
         soon = now < self._last_read + self._coalesce
         stream = frames > _LONE or now < self._burst_until or (soon and self._writes_seen == _Writes.count)
-        self._last_read, self._writes_seen = now, _Writes.count
+        answered = self._own_writes != self._own_writes_seen  # (ACKs, credit: the peer may wait for them)
+        self._last_read, self._writes_seen, self._own_writes_seen = now, _Writes.count, self._own_writes
         if stream and self._rest is None and not self.closed.done():
-            if frames < _FAST_READ:
+            if frames < _FAST_READ or answered:
                 self._rest_length = self._coalesce
             else:  # (from the short rest again after a quiet spell)
                 grown = self._rest_length if now < self._burst_until else self._coalesce
@@ -466,6 +471,7 @@ class ClientSession:
                 self.transport.writelines(corked)
                 self.conn.data_sent(self._loop.time())
                 _Writes.count += 1
+                self._own_writes += 1
             return
         data = self._corked[0] if len(self._corked) == 1 else b"".join(self._corked)
         self._corked.clear()
@@ -474,6 +480,7 @@ class ClientSession:
             self.transport.write(data)
             self.conn.data_sent(self._loop.time())  # once per write to the socket, not per frame
             _Writes.count += 1
+            self._own_writes += 1
 
     async def drain(self) -> None:
         """Wait until the socket's write buffer is below its high-water mark (or the session ended)."""
