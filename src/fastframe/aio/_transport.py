@@ -415,9 +415,9 @@ class ClientSession:
         wait: the session is connected, not ended, and below its write buffer's high-water mark
         (``False`` otherwise: nothing sent). What ``write(conn.send(destination, body))`` writes, in
         call order with everything written. Over TCP with no hook, once the connection has accepted
-        a SEND to ``destination`` it is queued instead, and the loop iteration's SENDs are encoded in
-        one call (:meth:`fastframe.protocol.ClientConnection.send_many`); what ``conn.send`` refuses is raised here,
-        by the first SEND to it."""
+        a SEND to ``destination`` it is queued instead, and the loop iteration's SENDs are encoded
+        in one call (:meth:`fastframe.protocol.ClientConnection.send_many`); what ``conn.send``
+        refuses is raised here, by the first SEND to it."""
         transport = self.transport
         if (
             not self.writable
@@ -429,7 +429,7 @@ class ClientSession:
             return False
         if destination in self._plain_destinations and type(body) is bytes:
             self.queued_sends.append((destination, body, None, None, None))
-            self._corked_size += len(body)
+            self._corked_size += len(body)  # (then as write() does, inline: a call per SEND would cost)
             if self._corked_size >= _CORK_LIMIT:
                 self._uncork()
             elif not self._uncork_due:
