@@ -62,7 +62,8 @@ SANITIZE_TESTS = $(filter-out tests/test_bench_smoke.py,$(wildcard tests/test_*.
 SANITIZE_PYTEST = fuzz/sanitized.sh python -m pytest -q --capture=sys -p no:randomly \
 	--deselect tests/test_twins.py::test_compiled_twin_does_not_leak
 SANITIZE_SMOKE_TESTS = $(wildcard tests/test_decoder.py tests/test_encoder.py tests/test_errors.py \
-	tests/test_columns.py tests/test_frame.py tests/test_twins.py tests/test_corpus.py tests/test_threads.py)
+	tests/test_columns.py tests/test_frame.py tests/test_twins.py tests/test_corpus.py tests/test_threads.py \
+	tests/test_slot_maker.py tests/test_route_differential.py)
 
 $(VENV)/.fuzz-installed: $(VENV)/.installed
 	$(PY) -m pip install -q 'atheris>=2.3' 'Cython>=3.1,<3.2'
